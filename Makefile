@@ -1,0 +1,106 @@
+# OnceReply — the two commands a newcomer types: `make dev` and `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+export UV_PYTHON_DOWNLOADS := never
+UV ?= uv
+RUN := $(UV) run --frozen
+DEV_DB ?= oncereply
+PY_DIRS := app worker sandbox tests bench migrations
+
+.PHONY: help install services env migrate dev web worker sandbox test lint format typecheck \
+        migrate-check unit integration e2e chromium bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+
+install: ## install the pinned packages into .venv (bootstraps uv with pip when absent)
+	@command -v $(UV) >/dev/null || python3 -m pip install --quiet uv
+	@$(UV) sync --frozen --quiet
+
+services: ## make sure PostgreSQL and Redis answer on loopback; create the dev database
+	@.ci/services $(DEV_DB)
+
+env: .env ## write a local .env with generated secrets (kept if it exists)
+
+.env:
+	@echo "writing .env with fresh secrets (it is git-ignored)"
+	@umask 077; { \
+	  echo "# Local development settings, written by 'make env'. Never commit this file."; \
+	  echo "DATABASE_URL=postgresql://postgres@127.0.0.1:5432/$(DEV_DB)"; \
+	  echo "REDIS_URL=redis://127.0.0.1:6379/0"; \
+	  echo "SECRET_KEY=$$(python3 -c 'import secrets; print(secrets.token_hex(32))')"; \
+	  echo "ENCRYPTION_KEY=$$(python3 -c 'import secrets; print(secrets.token_hex(32))')"; \
+	  echo "INSTAGRAM_APP_ID=$$(python3 -c 'import secrets; print(secrets.randbelow(10**15) + 10**15)')"; \
+	  echo "INSTAGRAM_APP_SECRET=$$(python3 -c 'import secrets; print(secrets.token_hex(16))')"; \
+	  echo "META_APP_SECRET=$$(python3 -c 'import secrets; print(secrets.token_hex(16))')"; \
+	  echo "WEBHOOK_VERIFY_TOKEN=$$(python3 -c 'import secrets; print(secrets.token_urlsafe(18))')"; \
+	  echo "PUBLIC_BASE_URL=http://localhost:8000"; \
+	  echo "GRAPH_API_BASE=http://127.0.0.1:8100/v25.0"; \
+	  echo "INSTAGRAM_OAUTH_BASE=http://127.0.0.1:8100"; \
+	  echo "DEMO_EMAIL=demo@oncereply.local"; \
+	  echo "DEMO_PASSWORD=$$(python3 -c 'import secrets; print(secrets.token_urlsafe(12))')"; \
+	} > .env
+
+migrate: install ## apply every migration to the database in DATABASE_URL (.env)
+	@$(RUN) alembic upgrade head
+
+dev: install services .env migrate ## run web (:8000), worker and the Instagram sandbox (:8100); Ctrl-C stops all
+	@set -a; . ./.env; set +a; \
+	ONCEREPLY_PASSWORD="$$DEMO_PASSWORD" $(RUN) python -m app create-user --email "$$DEMO_EMAIL" \
+	  --workspace "Demo workspace" --if-missing; \
+	trap 'trap - INT TERM EXIT; kill $$(jobs -p) 2>/dev/null; wait; echo; echo "stopped web, worker and sandbox"' INT TERM EXIT; \
+	SANDBOX_INSTAGRAM_APP_ID="$$INSTAGRAM_APP_ID" SANDBOX_INSTAGRAM_APP_SECRET="$$INSTAGRAM_APP_SECRET" \
+	SANDBOX_META_APP_SECRET="$$META_APP_SECRET" SANDBOX_WEBHOOK_VERIFY_TOKEN="$$WEBHOOK_VERIFY_TOKEN" \
+	SANDBOX_WEBHOOK_CALLBACK_URL="http://127.0.0.1:8000/webhooks/instagram" \
+	SANDBOX_PUBLIC_URL="http://127.0.0.1:8100" $(RUN) python -m sandbox --port 8100 & \
+	$(RUN) python -m app serve --host 0.0.0.0 --port 8000 & \
+	$(RUN) python -m worker & \
+	for _ in $$(seq 1 120); do \
+	  curl -fsS -o /dev/null http://127.0.0.1:8000/health 2>/dev/null && break; sleep 0.5; \
+	done; \
+	echo; \
+	echo "  OnceReply   http://localhost:8000   (log in as $$DEMO_EMAIL / $$DEMO_PASSWORD)"; \
+	echo "  Sandbox     http://127.0.0.1:8100   (play a fan: comment, follow, read DMs)"; \
+	echo "  Health      http://localhost:8000/health"; \
+	echo "  Ctrl-C stops everything."; \
+	echo; \
+	wait
+
+test: install services chromium lint typecheck migrate-check ## everything CI runs: lint, types, migrations, unit + integration, e2e
+	@$(RUN) pytest tests/unit tests/integration -q
+	@$(RUN) pytest tests/e2e -q -p no:asyncio
+
+lint: ## ruff check and format check
+	@$(RUN) ruff check --quiet .
+	@$(RUN) ruff format --check --quiet .
+
+format: ## apply ruff's fixes and formatting
+	@$(RUN) ruff check --fix --quiet . || true
+	@$(RUN) ruff format --quiet .
+
+typecheck: ## mypy --strict on app/, worker/, sandbox/
+	@$(RUN) mypy
+
+migrate-check: ## upgrade a scratch database to head, then `alembic check` for model drift
+	@db=oncereply_migrate_$$$$; \
+	createdb -h 127.0.0.1 -U postgres $$db; \
+	trap "dropdb -h 127.0.0.1 -U postgres --if-exists $$db" EXIT; \
+	export ONCEREPLY_ENV_FILE= DATABASE_URL=postgresql://postgres@127.0.0.1:5432/$$db; \
+	$(RUN) alembic upgrade head && $(RUN) alembic check
+
+unit: install ## unit tests only
+	@$(RUN) pytest tests/unit -q
+
+integration: install services ## integration tests (real PostgreSQL, Redis and sandbox)
+	@$(RUN) pytest tests/integration -q
+
+e2e: install services chromium ## browser tests in Debian's Chromium
+	@$(RUN) pytest tests/e2e -q -p no:asyncio
+
+chromium: ## install Debian's chromium when it is absent (never `playwright install`)
+	@command -v chromium >/dev/null || { echo "installing Debian's chromium"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }
+
+clean: ## remove caches and test output
+	rm -rf .pytest_cache .mypy_cache .ruff_cache test-results

@@ -1,0 +1,100 @@
+"""Command line for the web side: `python -m app serve | create-user | check-settings`.
+
+Settings are loaded before anything else, so a missing or malformed one stops the process
+with one line naming it (exit status 2) instead of a stack trace from deep inside a server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import os
+import sys
+
+import uvicorn
+
+from app.asgi import create_app
+from app.logs import configure_logging
+from app.resources import Resources
+from app.settings import Settings, SettingsError, load_settings
+from app.workspaces.service import InvalidUserError, UserExistsError, create_user_with_workspace
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m app", description="OnceReply web process")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="serve the web app (dashboard and webhooks)")
+    serve.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+    serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+
+    create_user = commands.add_parser("create-user", help="create a user who owns a new workspace")
+    create_user.add_argument("--email", required=True)
+    create_user.add_argument(
+        "--password", help="read from ONCEREPLY_PASSWORD or a prompt if omitted"
+    )
+    create_user.add_argument("--workspace", help="workspace name")
+    create_user.add_argument(
+        "--if-missing", action="store_true", help="succeed quietly when the user already exists"
+    )
+
+    commands.add_parser("check-settings", help="load the settings and report the first problem")
+
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"oncereply: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level)
+
+    if args.command == "serve":
+        return _serve(settings, args.host, args.port)
+    if args.command == "create-user":
+        password = args.password or os.environ.get("ONCEREPLY_PASSWORD") or getpass.getpass()
+        return asyncio.run(
+            _create_user(settings, args.email, password, args.workspace, args.if_missing)
+        )
+    print("settings are valid")
+    return 0
+
+
+def _serve(settings: Settings, host: str, port: int) -> int:
+    uvicorn.run(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        proxy_headers=True,
+        timeout_graceful_shutdown=10,
+    )
+    return 0
+
+
+async def _create_user(
+    settings: Settings, email: str, password: str, workspace: str | None, if_missing: bool
+) -> int:
+    resources = await Resources.open(settings, db_pool_size=1)
+    try:
+        async with resources.sessionmaker() as session, session.begin():
+            created = await create_user_with_workspace(
+                session, email=email, password=password, workspace_name=workspace
+            )
+    except UserExistsError:
+        if if_missing:
+            return 0
+        print(f"oncereply: a user with email {email} already exists", file=sys.stderr)
+        return 1
+    except InvalidUserError as exc:
+        print(f"oncereply: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        await resources.close()
+    print(f"created user {email} (id {created.user_id}) owning workspace {created.workspace_id}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""The Litestar application factory for the web process.
+
+`create_app(settings)` wires templates, static files, CSRF, error pages and the routes, and
+opens the process resources (database, Redis, queue) in the lifespan. `python -m app serve`
+loads the settings first, so a bad setting stops the process with one line, then serves this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from litestar import Litestar
+from litestar.config.csrf import CSRFConfig
+from litestar.di import Provide
+from litestar.exceptions import HTTPException
+from litestar.plugins.htmx import HTMXPlugin
+from litestar.static_files import create_static_files_router
+
+from app.resources import Resources
+from app.settings import Settings, load_settings
+from app.web.deps import provide_db_session, provide_resources
+from app.web.errors import http_exception_handler, internal_error_handler
+from app.web.health import HealthController
+from app.web.home import home
+from app.web.templating import template_config
+
+STATIC_DIR = Path(__file__).resolve().parents[1] / "static"
+
+
+def create_app(settings: Settings | None = None) -> Litestar:
+    settings = settings or load_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncGenerator[None, None]:
+        resources = await Resources.open(settings)
+        app.state.resources = resources
+        try:
+            yield
+        finally:
+            await resources.close()
+
+    return Litestar(
+        route_handlers=[
+            HealthController,
+            home,
+            create_static_files_router(path="/static", directories=[STATIC_DIR], name="static"),
+        ],
+        lifespan=[lifespan],
+        dependencies={
+            "resources": Provide(provide_resources, sync_to_thread=False),
+            "db_session": Provide(provide_db_session),
+        },
+        plugins=[HTMXPlugin()],
+        template_config=template_config(),
+        csrf_config=CSRFConfig(
+            secret=settings.secret_key,
+            cookie_secure=settings.cookie_secure,
+            cookie_samesite="lax",
+            # Machine endpoints authenticate by signature or carry no state change.
+            exclude=["^/webhooks/", "^/health$", "^/static/"],
+        ),
+        exception_handlers={
+            HTTPException: http_exception_handler,
+            Exception: internal_error_handler,
+        },
+        debug=False,
+    )

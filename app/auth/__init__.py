@@ -1,0 +1,1 @@
+"""Authentication: password hashing, sessions, login throttling and access guards."""

@@ -1,0 +1,1 @@
+"""Database layer: declarative models, engine and session factory."""

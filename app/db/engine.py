@@ -1,0 +1,25 @@
+"""Engine and session factory for the web process, the worker and the CLI."""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+
+
+def create_engine(database_url: str, *, pool_size: int = 10, max_overflow: int = 10) -> AsyncEngine:
+    return create_async_engine(
+        database_url,
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        pool_pre_ping=True,
+        # A connection stuck behind a dead server must fail fast, not hold a request forever.
+        connect_args={"connect_timeout": 5},
+    )
+
+
+def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    return async_sessionmaker(engine, expire_on_commit=False)

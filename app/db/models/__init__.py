@@ -1,0 +1,58 @@
+"""All models, imported here so `Base.metadata` is complete for Alembic and the tests."""
+
+from app.db.base import Base
+from app.db.models.campaigns import Campaign, CampaignScope, CampaignStatus, MatchMode
+from app.db.models.delivery import (
+    AttemptClass,
+    CampaignRecipient,
+    DeliveryAttempt,
+    DmLog,
+    Leg,
+    LegState,
+    PostbackDelivery,
+    TriggerKind,
+)
+from app.db.models.instagram import AccountStatus, InstagramAccount
+from app.db.models.ledger import Comment, CommentOutcome, MissReason, SeenVia
+from app.db.models.operations import (
+    EventLevel,
+    IdempotencyKey,
+    IdempotencyStatus,
+    OperationalEvent,
+    UsageCounter,
+)
+from app.db.models.webhooks import WebhookEvent, WebhookStatus
+from app.db.models.workspaces import Role, User, Workspace, WorkspaceMember
+
+__all__ = [
+    "AccountStatus",
+    "AttemptClass",
+    "Base",
+    "Campaign",
+    "CampaignRecipient",
+    "CampaignScope",
+    "CampaignStatus",
+    "Comment",
+    "CommentOutcome",
+    "DeliveryAttempt",
+    "DmLog",
+    "EventLevel",
+    "IdempotencyKey",
+    "IdempotencyStatus",
+    "InstagramAccount",
+    "Leg",
+    "LegState",
+    "MatchMode",
+    "MissReason",
+    "OperationalEvent",
+    "PostbackDelivery",
+    "Role",
+    "SeenVia",
+    "TriggerKind",
+    "UsageCounter",
+    "User",
+    "WebhookEvent",
+    "WebhookStatus",
+    "Workspace",
+    "WorkspaceMember",
+]

@@ -1,0 +1,57 @@
+"""People and tenancy: users, workspaces and who belongs to which with what role."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from sqlalchemy import BigInteger, DateTime, ForeignKey, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db.base import Base, BigId, CreatedAt, str_enum
+
+
+class Role(StrEnum):
+    OWNER = "owner"
+    ADMIN = "admin"
+    MEMBER = "member"
+
+    @property
+    def can_change(self) -> bool:
+        """Members see everything in their workspace; admins and owners also change it."""
+        return self is not Role.MEMBER
+
+
+class User(Base):
+    __tablename__ = "users"
+    __table_args__ = (UniqueConstraint("email"),)
+
+    id: Mapped[BigId]
+    # Stored lower-cased by the code that writes it, so the unique key is case-insensitive.
+    email: Mapped[str] = mapped_column(String(320))
+    password_hash: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[CreatedAt]
+    last_login_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Workspace(Base):
+    __tablename__ = "workspaces"
+
+    id: Mapped[BigId]
+    name: Mapped[str] = mapped_column(String(100))
+    # Monthly cap on DMs the workspace may send; NULL means no cap of ours (Meta's still apply).
+    monthly_dm_quota: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[CreatedAt]
+
+
+class WorkspaceMember(Base):
+    __tablename__ = "workspace_members"
+
+    workspace_id: Mapped[int] = mapped_column(
+        ForeignKey("workspaces.id", ondelete="CASCADE"), primary_key=True
+    )
+    user_id: Mapped[int] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    role: Mapped[Role] = mapped_column(str_enum(Role, "role"))
+    created_at: Mapped[CreatedAt]

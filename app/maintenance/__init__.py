@@ -1,0 +1,1 @@
+"""Housekeeping the worker runs on a schedule."""

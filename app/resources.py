@@ -1,0 +1,52 @@
+"""The long-lived connections a process holds: database engine, Redis, the job queue.
+
+Built once at start (web lifespan, worker startup, CLI) from `Settings` and closed at exit;
+passed explicitly to whatever needs them rather than kept in module globals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+from saq import Queue
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from app.crypto import TokenCipher
+from app.db.engine import create_engine, create_sessionmaker
+from app.settings import Settings
+
+
+@dataclass(slots=True)
+class Resources:
+    settings: Settings
+    engine: AsyncEngine
+    sessionmaker: async_sessionmaker[AsyncSession]
+    redis: Redis
+    queue: Queue
+    cipher: TokenCipher
+
+    @classmethod
+    async def open(cls, settings: Settings, *, db_pool_size: int = 10) -> Resources:
+        engine = create_engine(settings.database_url, pool_size=db_pool_size)
+        # SAQ closes the client it is given on disconnect, so it gets its own.
+        queue = Queue.from_url(settings.redis_url, name=settings.queue_name)
+        await queue.connect()
+        return cls(
+            settings=settings,
+            engine=engine,
+            sessionmaker=create_sessionmaker(engine),
+            redis=Redis.from_url(
+                settings.redis_url,
+                socket_connect_timeout=3,
+                socket_timeout=5,
+                health_check_interval=30,
+            ),
+            queue=queue,
+            cipher=TokenCipher(settings.encryption_key, settings.encryption_old_keys),
+        )
+
+    async def close(self) -> None:
+        await self.queue.disconnect()
+        await self.redis.aclose()
+        await self.engine.dispose()

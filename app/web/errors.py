@@ -1,0 +1,53 @@
+"""Error pages: people get a short page, machines get JSON, nobody gets a stack trace."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from litestar import MediaType, Request, Response
+from litestar.exceptions import HTTPException
+from litestar.response import Template
+
+logger = logging.getLogger("oncereply.web")
+
+_TITLES = {
+    400: "That request did not make sense",
+    401: "Please sign in",
+    403: "Not allowed",
+    404: "Not found",
+    405: "Not allowed",
+    413: "Too large",
+    429: "Slow down",
+    500: "Something went wrong on our side",
+    503: "Temporarily unavailable",
+}
+
+
+def _wants_html(request: Request[Any, Any, Any]) -> bool:
+    return "text/html" in request.headers.get("accept", "")
+
+
+def _render(request: Request[Any, Any, Any], status: int, detail: str) -> Response[Any]:
+    if _wants_html(request):
+        return Template(
+            "error.html",
+            context={"status": status, "title": _TITLES.get(status, "Error"), "detail": detail},
+            status_code=status,
+        )
+    return Response(
+        {"status_code": status, "detail": detail}, status_code=status, media_type=MediaType.JSON
+    )
+
+
+def http_exception_handler(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+    response = _render(request, exc.status_code, exc.detail)
+    if exc.headers:
+        response.headers.update(exc.headers)
+    return response
+
+
+def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    # The details go to the log for the operator; the person sees a calm page.
+    logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return _render(request, 500, "The error was logged. Please try again in a moment.")

@@ -1,0 +1,40 @@
+"""Jinja2 setup: template directory, autoescaping, and the filters pages share."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from litestar.plugins.jinja import JinjaTemplateEngine
+from litestar.template.config import TemplateConfig
+
+TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates"
+
+
+def _timeago(value: datetime | None, now: datetime | None = None) -> str:
+    if value is None:
+        return "—"
+    seconds = int(((now or datetime.now(UTC)) - value).total_seconds())
+    if seconds < 0:
+        return _until(-seconds)
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit} ago"
+    return "just now"
+
+
+def _until(seconds: int) -> str:
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds >= size:
+            return f"in {seconds // size} {unit}"
+    return "in under a minute"
+
+
+def _configure(engine: JinjaTemplateEngine) -> None:
+    engine.engine.filters["timeago"] = _timeago
+
+
+def template_config() -> TemplateConfig[JinjaTemplateEngine]:
+    return TemplateConfig(
+        directory=TEMPLATE_DIR, engine=JinjaTemplateEngine, engine_callback=_configure
+    )

@@ -1,0 +1,1 @@
+"""Users, workspaces and membership."""

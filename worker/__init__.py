@@ -1,0 +1,1 @@
+"""The SAQ worker process: job functions and crons that call into `app/`."""

@@ -1,0 +1,139 @@
+"""Builds and runs the SAQ worker: resources at startup, a heartbeat, a clean stop on SIGTERM.
+
+The heartbeat is an asyncio task beside SAQ's loop rather than a queued cron job: a cron job
+waits behind the backlog, so a worker busy with 10,000 queued sends would look dead exactly
+when it is working hardest. Queue health (depth, stuck) is reported separately.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+import uuid
+from typing import Any
+
+from saq import CronJob, Queue, Worker
+
+from app import __version__
+from app.heartbeat import HEARTBEAT_INTERVAL_S, Heartbeat, clear_heartbeat, write_heartbeat
+from app.queue import JOB_SPECS
+from app.resources import Resources
+from app.settings import Settings
+from worker.context import WorkerState, state_of
+from worker.jobs import CRONS, FUNCTIONS
+
+logger = logging.getLogger("oncereply.worker")
+
+
+class WorkerConfigError(Exception):
+    """Job registry and specs disagree; a programming error caught at start."""
+
+
+def build_worker(settings: Settings, *, worker_id: str | None = None) -> Worker[Any]:
+    functions = {fn.__qualname__: fn for fn in FUNCTIONS}
+    missing = sorted(set(JOB_SPECS) - set(functions))
+    if missing:
+        raise WorkerConfigError(f"jobs without a function: {', '.join(missing)}")
+    unknown = sorted(set(functions) - set(JOB_SPECS))
+    if unknown:
+        raise WorkerConfigError(f"functions without a job spec: {', '.join(unknown)}")
+
+    identity = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+    async def startup(ctx: dict[str, Any]) -> None:
+        resources = await Resources.open(
+            settings, db_pool_size=min(settings.worker_concurrency, 20)
+        )
+        state = WorkerState(worker_id=identity, resources=resources, started_at=time.time())
+        ctx["state"] = state
+        await _beat(state)
+        stopping: asyncio.Event = ctx["worker"].event
+        task = asyncio.create_task(_heartbeat_loop(state, stopping), name="heartbeat")
+        state.background.add(task)
+        logger.info("worker %s started (concurrency %d)", identity, settings.worker_concurrency)
+
+    async def shutdown(ctx: dict[str, Any]) -> None:
+        state = state_of(ctx)
+        for task in list(state.background):
+            if isinstance(task, asyncio.Task):
+                task.cancel()
+        await clear_heartbeat(state.resources.redis, state.worker_id)
+        await state.resources.close()
+        logger.info("worker %s stopped after %d jobs", identity, state.jobs_done)
+
+    async def after_process(ctx: dict[str, Any]) -> None:
+        state = state_of(ctx)
+        state.jobs_done += 1
+        job = ctx.get("job")
+        error = getattr(job, "error", None)
+        if error:
+            state.last_error = str(error).strip().splitlines()[-1][:300]
+
+    queue = Queue.from_url(settings.redis_url, name=settings.queue_name)
+    cron_jobs = []
+    for name, schedule in CRONS:
+        spec = JOB_SPECS[name]
+        cron_jobs.append(
+            CronJob(
+                functions[name],
+                cron=schedule,
+                timeout=spec.timeout,
+                retries=spec.retries,
+                ttl=spec.ttl,
+            )
+        )
+    return Worker(
+        queue,
+        functions=list(functions.values()),
+        id=identity,
+        concurrency=settings.worker_concurrency,
+        cron_jobs=cron_jobs,
+        startup=startup,
+        shutdown=shutdown,
+        after_process=after_process,
+        # In-flight sends get the time to finish and record their outcome before we exit.
+        shutdown_grace_period_s=int(settings.send_timeout_s) + 5,
+        cancellation_hard_deadline_s=2.0,
+    )
+
+
+async def _beat(state: WorkerState) -> None:
+    await write_heartbeat(
+        state.resources.redis,
+        Heartbeat(
+            worker_id=state.worker_id,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            version=__version__,
+            started_at=state.started_at,
+            beat_at=time.time(),
+            jobs_done=state.jobs_done,
+            last_error=state.last_error,
+        ),
+    )
+
+
+async def _heartbeat_loop(state: WorkerState, stopping: asyncio.Event) -> None:
+    """Beat every 30 s until SAQ starts stopping (SIGTERM), then withdraw the heartbeat at once.
+
+    A stopping worker takes no new jobs, so the dashboard should stop calling it healthy now,
+    not when the grace period for in-flight sends has run out.
+    """
+    while not stopping.is_set():
+        try:
+            await asyncio.wait_for(stopping.wait(), timeout=HEARTBEAT_INTERVAL_S)
+        except TimeoutError:
+            try:
+                await _beat(state)
+            except Exception:  # a missed beat is logged; the next one may succeed
+                logger.warning("could not write the worker heartbeat", exc_info=True)
+    await clear_heartbeat(state.resources.redis, state.worker_id)
+    logger.info("worker %s is stopping; heartbeat withdrawn", state.worker_id)
+
+
+async def run_worker(settings: Settings) -> None:
+    worker = build_worker(settings)
+    await worker.start()
