@@ -6,10 +6,10 @@ export UV_PYTHON_DOWNLOADS := never
 UV ?= uv
 RUN := $(UV) run --frozen
 DEV_DB ?= oncereply
-PY_DIRS := app worker sandbox tests bench migrations
+E2E_FLAGS := --screenshot only-on-failure --output test-results/playwright
 
 .PHONY: help install services env migrate dev web worker sandbox test lint format typecheck \
-        migrate-check unit integration e2e chromium bench clean
+        migrate-check unit integration e2e chromium clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -69,7 +69,7 @@ dev: install services .env migrate ## run web (:8000), worker and the Instagram 
 
 test: install services chromium lint typecheck migrate-check ## everything CI runs: lint, types, migrations, unit + integration, e2e
 	@$(RUN) pytest tests/unit tests/integration -q
-	@$(RUN) pytest tests/e2e -q -p no:asyncio
+	@$(RUN) pytest tests/e2e -q $(E2E_FLAGS)
 
 lint: ## ruff check and format check
 	@$(RUN) ruff check --quiet .
@@ -96,7 +96,7 @@ integration: install services ## integration tests (real PostgreSQL, Redis and s
 	@$(RUN) pytest tests/integration -q
 
 e2e: install services chromium ## browser tests in Debian's Chromium
-	@$(RUN) pytest tests/e2e -q -p no:asyncio
+	@$(RUN) pytest tests/e2e -q $(E2E_FLAGS)
 
 chromium: ## install Debian's chromium when it is absent (never `playwright install`)
 	@command -v chromium >/dev/null || { echo "installing Debian's chromium"; \

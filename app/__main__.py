@@ -11,14 +11,19 @@ import asyncio
 import getpass
 import os
 import sys
+from pathlib import Path
 
 import uvicorn
+from alembic import command as alembic_command
+from alembic.config import Config as AlembicConfig
 
 from app.asgi import create_app
 from app.logs import configure_logging
 from app.resources import Resources
 from app.settings import Settings, SettingsError, load_settings
 from app.workspaces.service import InvalidUserError, UserExistsError, create_user_with_workspace
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     commands.add_parser("check-settings", help="load the settings and report the first problem")
+    commands.add_parser("migrate", help="apply every database migration (alembic upgrade head)")
 
     args = parser.parse_args(argv)
     try:
@@ -56,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(
             _create_user(settings, args.email, password, args.workspace, args.if_missing)
         )
+    if args.command == "migrate":
+        alembic_command.upgrade(AlembicConfig(str(ROOT / "alembic.ini")), "head")
+        return 0
     print("settings are valid")
     return 0
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from alembic import context
-from sqlalchemy import create_engine, pool
+from sqlalchemy import create_engine, pool, text
 
 from app.db.models import Base
 from app.settings import SettingsError, database_url_from_env
@@ -40,12 +40,25 @@ def run_migrations_offline() -> None:
         context.run_migrations()
 
 
+# Several containers may start at once and each run `upgrade head`; a session advisory lock
+# makes them take turns, and the later ones find nothing left to do.
+_MIGRATION_LOCK = 7_321_843_001
+
+
 def run_migrations_online() -> None:
     engine = create_engine(_url(), poolclass=pool.NullPool)
     with engine.connect() as connection:
-        context.configure(connection=connection, target_metadata=Base.metadata, compare_type=True)
-        with context.begin_transaction():
-            context.run_migrations()
+        connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _MIGRATION_LOCK})
+        connection.commit()
+        try:
+            context.configure(
+                connection=connection, target_metadata=Base.metadata, compare_type=True
+            )
+            with context.begin_transaction():
+                context.run_migrations()
+        finally:
+            connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _MIGRATION_LOCK})
+            connection.commit()
     engine.dispose()
 
 

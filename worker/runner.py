@@ -32,7 +32,34 @@ class WorkerConfigError(Exception):
     """Job registry and specs disagree; a programming error caught at start."""
 
 
-def build_worker(settings: Settings, *, worker_id: str | None = None) -> Worker[Any]:
+class DrainingWorker(Worker[Any]):
+    """A SAQ worker that, on stop, waits only for jobs actually running.
+
+    SAQ's own grace period also waits for its idle loops (a blocking dequeue, a 60 s sweep
+    timer), so every stop took the full grace period. Here running jobs get up to
+    `drain_timeout_s` to finish and record their outcome; then the rest is cancelled at once.
+    A job cancelled mid-send is not lost or repeated: its claim stays in Postgres and the
+    stale-claim sweep settles it.
+    """
+
+    def __init__(self, *args: Any, drain_timeout_s: float, **kwargs: Any) -> None:
+        super().__init__(*args, shutdown_grace_period_s=None, **kwargs)
+        self.drain_timeout_s = drain_timeout_s
+
+    async def stop(self) -> None:
+        self.event.set()
+        deadline = time.monotonic() + self.drain_timeout_s
+        # Loop because an idle dequeue may still hand over a job while we wait.
+        while True:
+            running = [c["task"] for c in self.job_task_contexts.values() if not c["task"].done()]
+            remaining = deadline - time.monotonic()
+            if not running or remaining <= 0:
+                break
+            await asyncio.wait(running, timeout=remaining)
+        await super().stop()
+
+
+def build_worker(settings: Settings, *, worker_id: str | None = None) -> DrainingWorker:
     functions = {fn.__qualname__: fn for fn in FUNCTIONS}
     missing = sorted(set(JOB_SPECS) - set(functions))
     if missing:
@@ -85,7 +112,7 @@ def build_worker(settings: Settings, *, worker_id: str | None = None) -> Worker[
                 ttl=spec.ttl,
             )
         )
-    return Worker(
+    return DrainingWorker(
         queue,
         functions=list(functions.values()),
         id=identity,
@@ -95,7 +122,7 @@ def build_worker(settings: Settings, *, worker_id: str | None = None) -> Worker[
         shutdown=shutdown,
         after_process=after_process,
         # In-flight sends get the time to finish and record their outcome before we exit.
-        shutdown_grace_period_s=int(settings.send_timeout_s) + 5,
+        drain_timeout_s=settings.send_timeout_s + 5,
         cancellation_hard_deadline_s=2.0,
     )
 

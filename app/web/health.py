@@ -21,6 +21,11 @@ class HealthController(Controller):
             headers={"Cache-Control": "no-store"},
         )
 
+    @get("/health/live", name="health_live", cache=False)
+    async def live(self) -> dict[str, str]:
+        """The process answers: for container checks that must not depend on the worker."""
+        return {"status": "ok"}
+
     @get("/status/badge", name="status_badge", cache=False)
     async def badge(self, request: Request[Any, Any, Any], resources: Resources) -> Template:
         report = await check_health(resources)

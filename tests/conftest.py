@@ -1,0 +1,50 @@
+"""Shared test setup: per-run PostgreSQL database and Redis db, settings for test processes.
+
+Nothing here reads a developer's `.env`: every value a test process sees is set below.
+Databases and Redis are only touched by tests that ask for them (unit tests never do).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.infra import TestDatabase, TestRedis, base_env
+
+os.environ["ONCEREPLY_ENV_FILE"] = ""
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-results"
+
+
+@pytest.fixture(scope="session")
+def test_database() -> Iterator[TestDatabase]:
+    database = TestDatabase.create()
+    try:
+        database.migrate()
+        yield database
+    finally:
+        database.drop()
+
+
+@pytest.fixture(scope="session")
+def test_redis() -> Iterator[TestRedis]:
+    reserved = TestRedis.reserve()
+    try:
+        yield reserved
+    finally:
+        reserved.release()
+
+
+@pytest.fixture(scope="session")
+def test_env(test_database: TestDatabase, test_redis: TestRedis) -> dict[str, str]:
+    """Environment for the app, the worker and CLI subprocesses of this run."""
+    return base_env(test_database.url, test_redis.url)
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir() -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS

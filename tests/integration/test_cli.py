@@ -1,0 +1,72 @@
+"""`python -m app create-user`: a headless first run creates a user who owns a workspace."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from sqlalchemy import text
+
+from app.resources import Resources
+from tests.support.infra import ROOT
+
+
+def _create_user(env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app", "create-user", "--email", "Ana@Example.com", *extra],
+        cwd=ROOT,
+        env={**env, "ONCEREPLY_PASSWORD": "correct horse battery"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+async def test_create_user_then_duplicate_then_if_missing(
+    test_env: dict[str, str], resources: Resources
+) -> None:
+    first = _create_user(test_env, "--workspace", "Ana's bakery")
+    assert first.returncode == 0, first.stderr
+    async with resources.engine.connect() as conn:
+        row = (
+            await conn.execute(
+                text(
+                    "SELECT u.email, u.password_hash, w.name, m.role FROM users u "
+                    "JOIN workspace_members m ON m.user_id = u.id "
+                    "JOIN workspaces w ON w.id = m.workspace_id"
+                )
+            )
+        ).one()
+    assert row.email == "ana@example.com"
+    assert row.password_hash.startswith("$argon2id$")
+    assert "correct horse" not in row.password_hash
+    assert (row.name, row.role) == ("Ana's bakery", "owner")
+
+    again = _create_user(test_env)
+    assert again.returncode == 1
+    assert "already exists" in again.stderr
+    assert _create_user(test_env, "--if-missing").returncode == 0
+
+
+def test_weak_password_is_refused_with_a_reason(test_env: dict[str, str]) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app",
+            "create-user",
+            "--email",
+            "b@example.com",
+            "--password",
+            "short",
+        ],
+        cwd=ROOT,
+        env=test_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "at least 10 characters" in result.stderr

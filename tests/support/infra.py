@@ -1,0 +1,139 @@
+"""Per-run isolation on the shared PostgreSQL and Redis of this machine.
+
+Each pytest run gets its own database (migrated once with Alembic, dropped at the end) and
+its own Redis database number (reserved with an expiring lock in Redis db 0), so several
+runs — CI, a developer, a helper — can share one machine without seeing each other's rows,
+queues or heartbeats.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import redis
+
+ROOT = Path(__file__).resolve().parents[2]
+PG_ADMIN_URL = os.environ.get("TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+REDIS_BASE = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379")
+_LOCK_PREFIX = "oncereply:test-db-lock:"
+_LOCK_TTL_S = 6 * 3600
+
+
+def _pg_url(db: str) -> str:
+    base, _, _ = PG_ADMIN_URL.rpartition("/")
+    return f"{base}/{db}"
+
+
+@dataclass
+class TestDatabase:
+    name: str
+
+    @property
+    def url(self) -> str:
+        return _pg_url(self.name)
+
+    @classmethod
+    def create(cls) -> TestDatabase:
+        name = f"oncereply_test_{os.getpid()}_{secrets.token_hex(3)}"
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return cls(name)
+
+    def migrate(self) -> None:
+        env = {**os.environ, "DATABASE_URL": self.url, "ONCEREPLY_ENV_FILE": ""}
+        result = subprocess.run(
+            [sys.executable, "-m", "alembic", "upgrade", "head"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"alembic upgrade failed:\n{result.stdout}\n{result.stderr}")
+
+    def drop(self) -> None:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+
+@dataclass
+class TestRedis:
+    db: int
+    token: str
+
+    @property
+    def url(self) -> str:
+        return f"{REDIS_BASE}/{self.db}"
+
+    @classmethod
+    def reserve(cls) -> TestRedis:
+        token = f"{os.getpid()}:{secrets.token_hex(4)}"
+        client = redis.Redis.from_url(f"{REDIS_BASE}/0")
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                for db in range(1, 16):
+                    if client.set(f"{_LOCK_PREFIX}{db}", token, nx=True, ex=_LOCK_TTL_S):
+                        reserved = cls(db, token)
+                        reserved.flush()
+                        return reserved
+                time.sleep(0.5)
+        finally:
+            client.close()
+        raise RuntimeError("all 15 Redis test databases are taken by other test runs")
+
+    def flush(self) -> None:
+        client = redis.Redis.from_url(self.url)
+        try:
+            client.flushdb()
+        finally:
+            client.close()
+
+    def release(self) -> None:
+        self.flush()
+        client = redis.Redis.from_url(f"{REDIS_BASE}/0")
+        try:
+            if client.get(f"{_LOCK_PREFIX}{self.db}") == self.token.encode():
+                client.delete(f"{_LOCK_PREFIX}{self.db}")
+        finally:
+            client.close()
+
+
+def base_env(database_url: str, redis_url: str) -> dict[str, str]:
+    """The settings every test process runs with; secrets are fixed test values."""
+    return {
+        "ONCEREPLY_ENV_FILE": "",
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "SECRET_KEY": "test-secret-key-0123456789abcdef0123456789abcdef",
+        "ENCRYPTION_KEY": "11" * 32,
+        "INSTAGRAM_APP_ID": "990602627938098",
+        "INSTAGRAM_APP_SECRET": "test-instagram-app-secret",
+        "META_APP_SECRET": "test-meta-app-secret",
+        "WEBHOOK_VERIFY_TOKEN": "test-verify-token",
+        "PUBLIC_BASE_URL": "http://127.0.0.1:8000",
+        "LOG_LEVEL": "WARNING",
+    }
+
+
+def truncate_all(database_url: str) -> None:
+    """Empty every table of ours (not Alembic's) and reset identities, in one statement."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        tables = [
+            row[0]
+            for row in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
+                "AND tablename <> 'alembic_version'"
+            )
+        ]
+        if tables:
+            quoted = ", ".join(f'"{table}"' for table in tables)
+            conn.execute(f"TRUNCATE {quoted} RESTART IDENTITY CASCADE")

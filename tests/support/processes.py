@@ -1,0 +1,115 @@
+"""Run our own processes (web, worker) as real subprocesses and wait for them by polling."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_until(
+    check: Callable[[], bool], *, timeout: float, interval: float = 0.1, what: str
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(interval)
+    raise TimeoutError(f"gave up after {timeout:g} s waiting for {what}")
+
+
+@dataclass
+class Service:
+    """A child process with its output captured to a log file for post-mortems."""
+
+    name: str
+    args: list[str]
+    env: dict[str, str]
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+
+    def start(self) -> Service:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, *self.args],
+            cwd=ROOT,
+            env={**os.environ, **self.env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def signal(self, signum: int) -> None:
+        if self.process is not None and self.running:
+            self.process.send_signal(signum)
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        if self.process is None:
+            return None
+        if self.running:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+        return self.process.returncode
+
+    def kill(self) -> None:
+        if self.process is not None and self.running:
+            self.process.kill()
+            self.process.wait(timeout=5)
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+def start_web(env: dict[str, str], port: int, log_dir: Path) -> Service:
+    service = Service(
+        "web", ["-m", "app", "serve", "--port", str(port)], env, log_dir / f"web-{port}.log"
+    ).start()
+    url = f"http://127.0.0.1:{port}/health"
+
+    def answering() -> bool:
+        if not service.running:
+            raise RuntimeError(f"web exited early:\n{service.output()}")
+        try:
+            httpx.get(url, timeout=2)
+        except httpx.TransportError:
+            return False
+        return True
+
+    wait_until(answering, timeout=60, what="the web process to answer /health")
+    return service
+
+
+def start_worker(env: dict[str, str], log_dir: Path, name: str = "worker") -> Service:
+    return Service(name, ["-m", "worker"], env, log_dir / f"{name}-{time.time_ns()}.log").start()
+
+
+def health(port: int) -> tuple[int, dict[str, object]]:
+    response = httpx.get(f"http://127.0.0.1:{port}/health", timeout=5)
+    return response.status_code, response.json()

@@ -1,0 +1,41 @@
+"""Secrets never reach the log: tokens in URLs, JSON bodies and headers are scrubbed."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from app.logs import ScrubSecrets, scrub
+
+
+@pytest.mark.parametrize(
+    ("raw", "secret"),
+    [
+        (
+            "GET https://graph.instagram.com/me?fields=id&access_token=IGAAsecret123",
+            "IGAAsecret123",
+        ),
+        ("POST /oauth/access_token client_secret=abc123&code=zzz", "abc123"),
+        ("callback /connect/callback?code=AQBxcode&state=s", "AQBxcode"),
+        ('{"access_token": "IGAAjsonsecret", "user_id": 1}', "IGAAjsonsecret"),
+        ("Authorization: Bearer IGAAheader.secret-value", "IGAAheader.secret-value"),
+    ],
+)
+def test_scrub_removes_the_value_and_keeps_the_name(raw: str, secret: str) -> None:
+    cleaned = scrub(raw)
+    assert secret not in cleaned
+    assert "[redacted]" in cleaned
+
+
+def test_meta_error_codes_are_left_alone() -> None:
+    assert scrub("meta code=190 subcode=463") == "meta code=190 subcode=463"
+
+
+def test_filter_rewrites_formatted_records(caplog: pytest.LogCaptureFixture) -> None:
+    logger = logging.getLogger("test.scrub")
+    logger.addFilter(ScrubSecrets())
+    with caplog.at_level(logging.INFO, logger="test.scrub"):
+        logger.info("calling %s", "https://x/y?access_token=IGAAleak")
+    assert "IGAAleak" not in caplog.text
+    assert "access_token=[redacted]" in caplog.text
