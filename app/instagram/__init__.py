@@ -1,0 +1,1 @@
+"""Talking to Meta's Instagram Platform: the Graph client, webhook signatures and payloads."""
