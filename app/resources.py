@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.crypto import TokenCipher
 from app.db.engine import create_engine, create_sessionmaker
+from app.instagram.graph import GraphClient
 from app.settings import Settings
 
 
@@ -25,6 +26,7 @@ class Resources:
     redis: Redis
     queue: Queue
     cipher: TokenCipher
+    graph: GraphClient
 
     @classmethod
     async def open(cls, settings: Settings, *, db_pool_size: int = 10) -> Resources:
@@ -44,9 +46,11 @@ class Resources:
             ),
             queue=queue,
             cipher=TokenCipher(settings.encryption_key, settings.encryption_old_keys),
+            graph=GraphClient.create(settings.graph_api_base, timeout_s=settings.send_timeout_s),
         )
 
     async def close(self) -> None:
+        await self.graph.aclose()
         await self.queue.disconnect()
         await self.redis.aclose()
         await self.engine.dispose()

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-11-30 03:31:47.105029
+Create Date: 2026-11-30
 """
 
 from collections.abc import Sequence

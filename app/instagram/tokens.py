@@ -1,0 +1,34 @@
+"""Sealing and opening an account's access token; the only place tokens meet the cipher.
+
+The associated data binds a ciphertext to the professional account it belongs to, so a
+token row copied onto another account does not decrypt.
+"""
+
+from __future__ import annotations
+
+from app.crypto import SealedToken, TokenCipher
+from app.db.models import InstagramAccount
+
+
+class MissingTokenError(Exception):
+    """The account has no stored token (disconnected, or never finished connecting)."""
+
+
+def _context(ig_user_id: str) -> str:
+    return f"instagram_account:{ig_user_id}"
+
+
+def seal_access_token(cipher: TokenCipher, account: InstagramAccount, token: str) -> None:
+    """Encrypt `token` onto the account row (the caller commits)."""
+    sealed = cipher.encrypt(token, context=_context(account.ig_user_id))
+    account.token_ciphertext = sealed.ciphertext
+    account.token_key_id = sealed.key_id
+
+
+def open_access_token(cipher: TokenCipher, account: InstagramAccount) -> str:
+    if account.token_ciphertext is None or account.token_key_id is None:
+        raise MissingTokenError(f"account {account.ig_user_id} has no token")
+    return cipher.decrypt(
+        SealedToken(account.token_ciphertext, account.token_key_id),
+        context=_context(account.ig_user_id),
+    )

@@ -1,0 +1,1 @@
+"""Operational records: the alerts timeline creators and operators read."""
