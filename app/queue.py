@@ -29,6 +29,8 @@ class JobSpec:
 # SAQ: their attempt budget lives in the dm_logs row, where no new job id can reset it.
 JOB_SPECS: dict[str, JobSpec] = {
     "purge_expired": JobSpec(timeout=300),
+    "ingest_event": JobSpec(timeout=120, retries=5, retry_delay=1.0, retry_backoff=60.0),
+    "process_comment": JobSpec(timeout=60),
 }
 
 
