@@ -598,6 +598,7 @@ def upgrade() -> None:
             nullable=False,
         ),
         sa.Column("pr_attempts", sa.SmallInteger(), server_default="0", nullable=False),
+        sa.Column("pr_attempt_limit", sa.SmallInteger(), server_default="3", nullable=False),
         sa.Column("pr_next_attempt_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("pr_claimed_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("pr_claimed_by", sa.String(length=100), nullable=True),

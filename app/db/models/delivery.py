@@ -157,6 +157,10 @@ class DmLog(Base):
         server_default=LegState.PENDING.value,
     )
     pr_attempts: Mapped[int] = mapped_column(SmallInteger, default=0, server_default="0")
+    # The claim only succeeds while pr_attempts < pr_attempt_limit. Automatic retries never raise
+    # it; a creator's manual retry grants a fresh budget by raising it (never by resetting the
+    # counter, so the attempt numbers in delivery_attempts stay unique and ordered).
+    pr_attempt_limit: Mapped[int] = mapped_column(SmallInteger, default=3, server_default="3")
     pr_next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pr_claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pr_claimed_by: Mapped[str | None] = mapped_column(String(100))
