@@ -64,6 +64,7 @@ def upgrade() -> None:
         sa.Column("reject_reason", sa.Text(), nullable=True),
         sa.Column("item_count", sa.Integer(), nullable=True),
         sa.Column("processed_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("details", postgresql.JSONB(astext_type=sa.Text()), nullable=True),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_webhook_events")),
     )
     op.create_index(
@@ -376,6 +377,89 @@ def upgrade() -> None:
     op.create_index(op.f("ix_campaigns_media_id"), "campaigns", ["media_id"], unique=False)
     op.create_index(op.f("ix_campaigns_workspace_id"), "campaigns", ["workspace_id"], unique=False)
     op.create_table(
+        "messaging_events",
+        sa.Column("id", sa.BigInteger(), sa.Identity(always=False), nullable=False),
+        sa.Column("account_id", sa.BigInteger(), nullable=False),
+        sa.Column("webhook_event_id", sa.BigInteger(), nullable=True),
+        sa.Column(
+            "kind",
+            sa.Enum(
+                "message",
+                "echo",
+                "postback",
+                "reaction",
+                "read",
+                "referral",
+                "edit",
+                "optin",
+                name="messaging_event_kind",
+                native_enum=False,
+                create_constraint=True,
+                length=32,
+            ),
+            nullable=False,
+        ),
+        sa.Column("dedupe_key", sa.String(length=400), nullable=False),
+        sa.Column("user_id", sa.String(length=32), nullable=True),
+        sa.Column("mid", sa.String(length=255), nullable=True),
+        sa.Column("text", sa.Text(), nullable=True),
+        sa.Column("payload", sa.Text(), nullable=True),
+        sa.Column("occurred_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("opens_window", sa.Boolean(), server_default=sa.text("false"), nullable=False),
+        sa.Column(
+            "miss_reason",
+            sa.Enum(
+                "echo",
+                "deleted",
+                "unsupported",
+                "self",
+                "no_text",
+                "not_a_trigger",
+                name="messaging_miss_reason",
+                native_enum=False,
+                create_constraint=True,
+                length=32,
+            ),
+            nullable=True,
+        ),
+        sa.Column("details", postgresql.JSONB(astext_type=sa.Text()), nullable=True),
+        sa.Column(
+            "created_at",
+            sa.DateTime(timezone=True),
+            server_default=sa.text("now()"),
+            nullable=False,
+        ),
+        sa.ForeignKeyConstraint(
+            ["account_id"],
+            ["instagram_accounts.id"],
+            name=op.f("fk_messaging_events_account_id_instagram_accounts"),
+            ondelete="CASCADE",
+        ),
+        sa.ForeignKeyConstraint(
+            ["webhook_event_id"],
+            ["webhook_events.id"],
+            name=op.f("fk_messaging_events_webhook_event_id_webhook_events"),
+            ondelete="SET NULL",
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_messaging_events")),
+        sa.UniqueConstraint(
+            "account_id", "dedupe_key", name=op.f("uq_messaging_events_account_id_dedupe_key")
+        ),
+    )
+    op.create_index(
+        "ix_messaging_events_person",
+        "messaging_events",
+        ["account_id", "user_id", sa.literal_column("occurred_at DESC")],
+        unique=False,
+    )
+    op.create_index(
+        "ix_messaging_events_window",
+        "messaging_events",
+        ["account_id", "user_id", sa.literal_column("occurred_at DESC")],
+        unique=False,
+        postgresql_where=sa.text("opens_window"),
+    )
+    op.create_table(
         "operational_events",
         sa.Column("id", sa.BigInteger(), sa.Identity(always=False), nullable=False),
         sa.Column(
@@ -474,6 +558,7 @@ def upgrade() -> None:
                 "excluded_keyword",
                 "own_comment",
                 "no_active_campaign",
+                "no_campaign_for_post",
                 "reply_to_comment",
                 "unknown_account",
                 "account_inactive",
@@ -924,6 +1009,13 @@ def downgrade() -> None:
     op.drop_index("ix_operational_events_ws_created", table_name="operational_events")
     op.drop_index("ix_operational_events_created", table_name="operational_events")
     op.drop_table("operational_events")
+    op.drop_index(
+        "ix_messaging_events_window",
+        table_name="messaging_events",
+        postgresql_where=sa.text("opens_window"),
+    )
+    op.drop_index("ix_messaging_events_person", table_name="messaging_events")
+    op.drop_table("messaging_events")
     op.drop_index(op.f("ix_campaigns_workspace_id"), table_name="campaigns")
     op.drop_index(op.f("ix_campaigns_media_id"), table_name="campaigns")
     op.drop_index(op.f("ix_campaigns_account_id"), table_name="campaigns")

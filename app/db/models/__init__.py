@@ -14,6 +14,7 @@ from app.db.models.delivery import (
 )
 from app.db.models.instagram import AccountStatus, InstagramAccount
 from app.db.models.ledger import Comment, CommentOutcome, MissReason, SeenVia
+from app.db.models.messaging import MessagingEvent, MessagingEventKind, MessagingMissReason
 from app.db.models.operations import (
     EventLevel,
     IdempotencyKey,
@@ -43,6 +44,9 @@ __all__ = [
     "Leg",
     "LegState",
     "MatchMode",
+    "MessagingEvent",
+    "MessagingEventKind",
+    "MessagingMissReason",
     "MissReason",
     "OperationalEvent",
     "PostbackDelivery",

@@ -32,6 +32,8 @@ class MissReason(StrEnum):
     EXCLUDED_KEYWORD = "excluded_keyword"
     OWN_COMMENT = "own_comment"
     NO_ACTIVE_CAMPAIGN = "no_active_campaign"
+    # The account has active campaigns, but none covers this post (or a next-post one is unbound).
+    NO_CAMPAIGN_FOR_POST = "no_campaign_for_post"
     REPLY_TO_COMMENT = "reply_to_comment"
     UNKNOWN_ACCOUNT = "unknown_account"
     ACCOUNT_INACTIVE = "account_inactive"

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from sqlalchemy import DateTime, Index, Integer, LargeBinary, String, Text, text
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, BigId, CreatedAt, str_enum
@@ -43,3 +45,6 @@ class WebhookEvent(Base):
     reject_reason: Mapped[str | None] = mapped_column(Text)
     item_count: Mapped[int | None] = mapped_column(Integer)
     processed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # What ingest made of it: counts per outcome, unknown accounts, ignored fields, and the
+    # items it could not parse (with their JSON paths).
+    details: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
