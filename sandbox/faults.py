@@ -1,0 +1,180 @@
+"""Fault rules set through the admin API and matched against calls and webhook events.
+
+A rule names an endpoint, optionally narrows it to an account, comment or recipient, and fires
+for the next ``times`` matching calls, with ``probability`` on each, or (with neither) on
+every matching call until removed. Latency rules add up; of the other rules the first match
+decides the outcome of the call.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from sandbox.state import World
+
+Endpoint = Literal[
+    "messages",
+    "replies",
+    "comments",
+    "media",
+    "me",
+    "oauth_token",
+    "exchange",
+    "refresh",
+    "subscribed_apps",
+    "user_profile",
+    "conversations",
+    "webhook",
+]
+Action = Literal[
+    "deliver_then_error",
+    "deliver_then_hang",
+    "deliver_then_reset",
+    "reject",
+    "latency",
+    "drop",
+    "duplicate",
+    "delay",
+]
+WEBHOOK_ACTIONS = frozenset({"drop", "duplicate", "delay"})
+DELIVER_THEN = frozenset({"deliver_then_error", "deliver_then_hang", "deliver_then_reset"})
+
+
+class FaultSpec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    endpoint: Endpoint
+    action: Action
+    account: str | None = None
+    comment_id: str | None = None
+    recipient: str | None = None
+    code: int | None = None
+    subcode: int | None = None
+    http_status: Annotated[int, msgspec.Meta(ge=200, le=599)] | None = None
+    message: str | None = None
+    body: Literal["graph", "html", "empty"] | None = None
+    seconds: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    times: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    probability: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
+    count: Annotated[int, msgspec.Meta(ge=2, le=100)] | None = None
+
+
+class FaultSpecError(ValueError):
+    """The rule cannot be applied as written."""
+
+
+@dataclass(slots=True)
+class FaultRule:
+    id: str
+    spec: FaultSpec
+    account_id: str | None
+    fan: str | None
+    remaining: int | None
+    hits: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        described = {k: v for k, v in msgspec.structs.asdict(self.spec).items() if v is not None}
+        return described | {"id": self.id, "remaining": self.remaining, "hits": self.hits}
+
+    @property
+    def seconds(self) -> float:
+        if self.spec.seconds is not None:
+            return self.spec.seconds
+        return 30.0 if self.spec.action == "deliver_then_hang" else 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class FaultTarget:
+    account_id: str | None = None
+    comment_id: str | None = None
+    fan: str | None = None  # recipient (or sender, for webhooks) as a fan username
+
+
+@dataclass(frozen=True, slots=True)
+class Picked:
+    latency: float
+    rule: FaultRule | None
+
+
+NO_FAULT = Picked(0.0, None)
+
+
+class FaultBook:
+    def __init__(self, rng: random.Random) -> None:
+        self._rng = rng
+        self._rules: list[FaultRule] = []
+        self._next_id = 1
+
+    def add(self, spec: FaultSpec, world: World) -> FaultRule:
+        is_webhook = spec.endpoint == "webhook"
+        if is_webhook != (spec.action in WEBHOOK_ACTIONS):
+            raise FaultSpecError(
+                "drop, duplicate and delay apply to the webhook endpoint, and only they do"
+            )
+        if spec.times is not None and spec.probability is not None and spec.probability == 0:
+            raise FaultSpecError("probability 0 with times would never fire")
+        account_id = fan = None
+        if spec.account is not None:
+            account = world.account(spec.account)
+            if account is None:
+                raise FaultSpecError(f"unknown account {spec.account!r}")
+            account_id = account.user_id
+        if spec.recipient is not None:
+            found = world.fan(spec.recipient)
+            if found is None:
+                raise FaultSpecError(f"unknown recipient {spec.recipient!r}")
+            fan = found.username
+        rule = FaultRule(
+            id=f"f{self._next_id}",
+            spec=spec,
+            account_id=account_id,
+            fan=fan,
+            remaining=spec.times,
+        )
+        self._next_id += 1
+        self._rules.append(rule)
+        return rule
+
+    def remove(self, rule_id: str) -> bool:
+        before = len(self._rules)
+        self._rules = [r for r in self._rules if r.id != rule_id]
+        return len(self._rules) != before
+
+    def clear(self) -> None:
+        self._rules.clear()
+
+    def rules(self) -> list[FaultRule]:
+        return list(self._rules)
+
+    def pick(self, endpoint: str, target: FaultTarget) -> Picked:
+        """Decide what happens to one call, using up the rules that fire."""
+        if not self._rules:
+            return NO_FAULT
+        latency = 0.0
+        chosen: FaultRule | None = None
+        spent = False
+        for rule in self._rules:
+            spec = rule.spec
+            if spec.endpoint != endpoint or (chosen is not None and spec.action != "latency"):
+                continue
+            if rule.account_id is not None and rule.account_id != target.account_id:
+                continue
+            if spec.comment_id is not None and spec.comment_id != target.comment_id:
+                continue
+            if rule.fan is not None and rule.fan != target.fan:
+                continue
+            if spec.probability is not None and self._rng.random() >= spec.probability:
+                continue
+            rule.hits += 1
+            if rule.remaining is not None:
+                rule.remaining -= 1
+                spent = spent or rule.remaining == 0
+            if spec.action == "latency":
+                latency += rule.seconds
+            else:
+                chosen = rule
+        if spent:
+            self._rules = [r for r in self._rules if r.remaining != 0]
+        return Picked(latency, chosen)
