@@ -22,7 +22,6 @@ from sandbox.subscriptions import FIELDS
 from sandbox.tokens import ALL_SCOPES, mint
 
 S = TypeVar("S", bound=msgspec.Struct)
-NonNegative = msgspec.Meta(ge=0)
 
 
 class ResetBody(msgspec.Struct, forbid_unknown_fields=True):

@@ -113,8 +113,6 @@ class FaultBook:
             raise FaultSpecError(
                 "drop, duplicate and delay apply to the webhook endpoint, and only they do"
             )
-        if spec.times is not None and spec.probability is not None and spec.probability == 0:
-            raise FaultSpecError("probability 0 with times would never fire")
         account_id = fan = None
         if spec.account is not None:
             account = world.account(spec.account)

@@ -77,7 +77,7 @@ def legacy_error_response(error: LegacyOAuthError) -> Response[bytes]:
     return Response(error.body(), status_code=error.code, media_type=_JSON)
 
 
-def _fault_status(code: int, subcode: int | None) -> int:
+def _fault_status(code: int) -> int:
     if code == 1:
         return 500
     if code == 2:
@@ -87,19 +87,26 @@ def _fault_status(code: int, subcode: int | None) -> int:
     return 400
 
 
-def fault_response(rule: FaultRule, *, legacy: bool) -> Response[bytes]:
+def _summary(code: int | None, subcode: int | None, message: str | None) -> dict[str, Any]:
+    return {"code": code, "subcode": subcode, "message": message}
+
+
+def fault_response(rule: FaultRule, *, legacy: bool) -> tuple[Response[bytes], dict[str, Any]]:
+    """The answer an error fault gives, and its summary for the request journal."""
     spec = rule.spec
     raw_body = spec.body in ("html", "empty") or (
         spec.code is None and spec.http_status is not None and spec.body != "graph"
     )
     if raw_body:
         content = b"" if spec.body == "empty" else _HTML_500
-        return Response(content, status_code=spec.http_status or 500, media_type="text/html")
+        response = Response(content, status_code=spec.http_status or 500, media_type="text/html")
+        return response, _summary(None, None, spec.message or "non-JSON error body")
     code = spec.code if spec.code is not None else 1
-    status = spec.http_status or _fault_status(code, spec.subcode)
+    status = spec.http_status or _fault_status(code)
     message = spec.message or _DEFAULT_MESSAGES.get(code, f"(#{code}) Sandbox fault")
+    summary = _summary(code, spec.subcode, message)
     if legacy:
-        return legacy_error_response(LegacyOAuthError(message, code=status))
+        return legacy_error_response(LegacyOAuthError(message, code=status)), summary
     error = GraphError(
         message,
         code,
@@ -108,7 +115,7 @@ def fault_response(rule: FaultRule, *, legacy: bool) -> Response[bytes]:
         http_status=status,
         is_transient=True if code in _TRANSIENT else None,
     )
-    return error_response(error)
+    return error_response(error), summary
 
 
 def reset_connection(request: Request[Any, Any, Any]) -> bool:
@@ -139,14 +146,16 @@ async def perform(
     if record is not None and rule is not None:
         record["fault"] = {"id": rule.id, "action": rule.spec.action}
     if rule is not None and rule.spec.action == "reject":
-        return _noted(record, fault_response(rule, legacy=legacy), rule)
+        return _noted(record, *fault_response(rule, legacy=legacy))
     try:
         # Synchronous on purpose: the checks and the mutation happen with no await between.
         reply = operation()
     except GraphError as error:
-        return _noted(record, error_response(error), error)
+        summary = _summary(error.code, error.subcode, error.message)
+        return _noted(record, error_response(error), summary)
     except LegacyOAuthError as error:
-        return _noted(record, legacy_error_response(error), GraphError(error.message, error.code))
+        summary = _summary(error.code, None, error.message)
+        return _noted(record, legacy_error_response(error), summary)
     if record is not None:
         record["result"] = reply.payload
         record["delivered"] = reply.delivered
@@ -162,33 +171,23 @@ async def perform(
                 record["status"] = "reset"
             return Response(b"", status_code=500)
         return _noted(record, Response(b"", status_code=500))
-    return _noted(record, fault_response(rule, legacy=legacy), rule)
+    return _noted(record, *fault_response(rule, legacy=legacy))
 
 
 def _noted(
     record: dict[str, Any] | None,
     response: Response[bytes],
-    error: GraphError | FaultRule | None = None,
+    error: dict[str, Any] | None = None,
 ) -> Response[bytes]:
     """Copy what the caller saw into the journal record of a send request."""
-    if record is None:
-        return response
-    record["status"] = response.status_code
-    if isinstance(error, GraphError):
-        record["error"] = {"code": error.code, "subcode": error.subcode, "message": error.message}
-    elif isinstance(error, FaultRule):
-        spec = error.spec
-        raw = spec.body in ("html", "empty") or (spec.code is None and spec.http_status)
-        record["error"] = {
-            "code": None if raw else (spec.code if spec.code is not None else 1),
-            "subcode": None if raw else spec.subcode,
-            "message": spec.message or ("non-JSON error body" if raw else None),
-        }
+    if record is not None:
+        record["status"] = response.status_code
+        record["error"] = error
     return response
 
 
 def note_error(record: dict[str, Any], error: GraphError) -> GraphError:
     """Fill a journal record with an error raised before ``perform`` ran; returns it to raise."""
     record["status"] = error.http_status
-    record["error"] = {"code": error.code, "subcode": error.subcode, "message": error.message}
+    record["error"] = _summary(error.code, error.subcode, error.message)
     return error

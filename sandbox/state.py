@@ -120,7 +120,8 @@ class World:
         self.accounts[account.user_id] = account
         for ref in (account.user_id, account.app_scoped_id, account.username.lower()):
             self._account_refs[ref] = account
-            self.ids.reserve(ref)
+        self.ids.reserve(account.user_id)
+        self.ids.reserve(account.app_scoped_id)
 
     # --- lookups -------------------------------------------------------------------------
 

@@ -129,7 +129,7 @@ class WebhookSender:
         self.attempts: list[dict[str, Any]] = []
         self._pending: list[WebhookEvent] = []
         self._flush_timer: asyncio.TimerHandle | None = None
-        self._held: dict[int, tuple[asyncio.TimerHandle, WebhookEvent, bool]] = {}
+        self._held: dict[int, tuple[asyncio.TimerHandle, Callable[[], None]]] = {}
         self._deliveries: dict[int, Delivery] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._registering: asyncio.Task[None] | None = None
@@ -160,7 +160,7 @@ class WebhookSender:
         if self._flush_timer is not None:
             self._flush_timer.cancel()
             self._flush_timer = None
-        for handle, _, _ in self._held.values():
+        for handle, _ in self._held.values():
             handle.cancel()
         self._held.clear()
         self._pending.clear()
@@ -223,6 +223,7 @@ class WebhookSender:
             while True:
                 result = await self.register(callback_url, verify_token, sign_with)
                 if result["verified"]:
+                    # At warning level so `make dev` (which hides info) shows the moment.
                     log.warning("webhook callback %s verified", callback_url)
                     self._registering = None
                     return
@@ -278,7 +279,7 @@ class WebhookSender:
                 self._enqueue(event)
 
         handle = asyncio.get_running_loop().call_later(seconds, release)
-        self._held[key] = (handle, event, alone)
+        self._held[key] = (handle, release)
 
     def _enqueue(self, event: WebhookEvent) -> None:
         event.status = "pending"
@@ -397,15 +398,10 @@ class WebhookSender:
 
         Returns once each of those deliveries has made its next attempt, or after ``wait_seconds``.
         """
-        released = 0
-        for key, (handle, event, alone) in list(self._held.items()):
+        held = list(self._held.values())
+        for handle, release in held:
             handle.cancel()
-            del self._held[key]
-            released += 1
-            if alone:
-                self._start([event])
-            else:
-                self._pending.append(event)
+            release()
         batched = len(self._pending)
         before = {d.id: d.finished for d in self._deliveries.values()}
         self._flush_pending()
@@ -417,7 +413,7 @@ class WebhookSender:
             if all(d.finished > before.get(d.id, 0) or d.state != "pending" for d in watched):
                 break
             await asyncio.sleep(0.01)
-        return {"released": released, "batched": batched, "deliveries": len(watched)}
+        return {"released": len(held), "batched": batched, "deliveries": len(watched)}
 
     def in_flight(self) -> int:
         return len(self._deliveries) + len(self._pending) + len(self._held)
