@@ -31,6 +31,11 @@ JOB_SPECS: dict[str, JobSpec] = {
     "purge_expired": JobSpec(timeout=300),
     "ingest_event": JobSpec(timeout=120, retries=5, retry_delay=1.0, retry_backoff=60.0),
     "process_comment": JobSpec(timeout=60),
+    # Delivery safety nets and follow-ups (app/delivery): never retried by SAQ either.
+    "verify_unconfirmed": JobSpec(timeout=60),
+    "sweep_stale_claims": JobSpec(timeout=60),
+    "relay_due_work": JobSpec(timeout=120),
+    "refresh_tokens": JobSpec(timeout=600),
 }
 
 

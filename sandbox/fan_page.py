@@ -80,6 +80,12 @@ def _message_view(sandbox: Sandbox, message: Message) -> dict[str, Any]:
     }
 
 
+def _preview(message: Message) -> str:
+    payload = (message.attachment or {}).get("payload")
+    template_text = payload.get("text") if isinstance(payload, dict) else None
+    return message.text or template_text or "[attachment]"
+
+
 def _accounts_view(sandbox: Sandbox, fan: Fan | None) -> list[dict[str, Any]]:
     world = sandbox.world
     return [
@@ -233,7 +239,7 @@ def fan_inbox(
         threads.append(
             {
                 "account": candidate,
-                "last": (last.text or "[template]") if last else None,
+                "last": _preview(last) if last else None,
                 "ago": _ago(sandbox, last.created_at) if last else "",
             }
         )
