@@ -10,6 +10,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from app.delivery import process_comment as delivery
+from app.delivery import sweeps, verify
+from app.delivery.claims import autocommit
+from app.instagram.token_refresh import refresh_expiring_tokens
 from app.maintenance import retention
 from worker.context import state_of
 
@@ -31,11 +35,57 @@ async def purge_expired(ctx: dict[str, Any]) -> dict[str, int]:
     return {"idempotency_keys": purged.idempotency_keys, "webhook_events": purged.webhook_events}
 
 
+async def process_comment(ctx: dict[str, Any], *, dm_log_id: int) -> dict[str, object]:
+    state = state_of(ctx)
+    report = await delivery.process_comment(
+        state.resources, worker_id=state.worker_id, dm_log_id=dm_log_id
+    )
+    return report.as_dict()
+
+
+async def verify_unconfirmed(ctx: dict[str, Any], *, dm_log_id: int) -> dict[str, str]:
+    result = await verify.verify_unconfirmed(state_of(ctx).resources, dm_log_id)
+    return {"status": result.status, "detail": result.detail}
+
+
+async def sweep_stale_claims(ctx: dict[str, Any]) -> dict[str, int]:
+    resources = state_of(ctx).resources
+    older = sweeps.stale_after_s(resources.settings.send_timeout_s)
+    async with autocommit(resources.engine) as conn:
+        swept = await sweeps.sweep_stale_claims(conn, resources.queue, older_than_s=older)
+    return {"private": len(swept.private), "public": len(swept.public)}
+
+
+async def relay_due_work(ctx: dict[str, Any]) -> dict[str, int]:
+    resources = state_of(ctx).resources
+    async with autocommit(resources.engine) as conn:
+        relayed = await sweeps.relay_due_work(conn, resources.queue)
+    return {
+        "resumed_accounts": relayed.resumed_accounts,
+        "expired": relayed.expired,
+        "enqueued": relayed.enqueued,
+    }
+
+
+async def refresh_tokens(ctx: dict[str, Any]) -> dict[str, int]:
+    resources = state_of(ctx).resources
+    async with resources.sessionmaker() as session:
+        return await refresh_expiring_tokens(session, resources.cipher, resources.graph)
+
+
 FUNCTIONS: list[JobFunction] = [
     purge_expired,
+    process_comment,
+    verify_unconfirmed,
+    sweep_stale_claims,
+    relay_due_work,
+    refresh_tokens,
 ]
 
 # (job name, croniter expression; a sixth field, when present, is seconds)
 CRONS: list[tuple[str, str]] = [
     ("purge_expired", "17 * * * *"),
+    ("sweep_stale_claims", "* * * * * */15"),
+    ("relay_due_work", "* * * * * */30"),
+    ("refresh_tokens", "5 5 * * *"),
 ]

@@ -1,0 +1,540 @@
+"""The delivery statements: load, claim, record. Each is ONE SQL statement (DESIGN §4).
+
+- `load_delivery`: the log row with its campaign, account and workspace, in one query.
+- `claim_private_reply`: locks the row only if its private-reply leg is PENDING, due and
+  within its attempt budget, and in the same statement claims the person for the campaign
+  (INSERT … ON CONFLICT on `campaign_recipients`), reserves the monthly quota (conditional
+  upsert), moves the leg to IN_FLIGHT (or SKIPPED_DEDUP / SKIPPED_QUOTA) and inserts the
+  `delivery_attempts` row. Of any number of racing workers exactly one gets IN_FLIGHT back;
+  only that one may call Meta.
+- `claim_public_reply`: the same for the public-reply leg (no person, no quota).
+- `record`: the leg's outcome plus the attempt row's, plus giving back the quota and the person
+  claim on a definite failure, in one statement, conditional on still holding the claim.
+
+They run on autocommit connections (`autocommit`): every statement is its own transaction,
+so a delivery costs one round trip per statement and no BEGIN/COMMIT.
+
+A person claim is held by a log row while that row may still deliver or has delivered
+(PENDING, IN_FLIGHT, SENT, UNCONFIRMED). A row that ended without delivering gives it up:
+`record` deletes it, and should that ever be skipped (a crash), a later claim may take over a
+claim whose holder is in such a dead state, so no fan is locked out by a failure.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from app.db.models import AttemptClass, Leg, LegState
+from app.delivery.quota import RESERVE_UPSERT
+
+MAX_PUBLIC_ATTEMPTS = 3
+# A job scheduled for a due time may start a moment early (SAQ schedules in whole seconds).
+_DUE_TOLERANCE = "interval '1 second'"
+_DEAD_STATES = tuple(
+    state.value
+    for state in LegState
+    if state not in (LegState.PENDING, LegState.IN_FLIGHT, LegState.SENT, LegState.UNCONFIRMED)
+)
+_DEAD_LIST = ", ".join(f"'{state}'" for state in _DEAD_STATES)
+
+
+@asynccontextmanager
+async def autocommit(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A pooled connection on which every statement commits by itself."""
+    async with engine.connect() as conn:
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
+        yield conn
+
+
+# --- load --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A log row with what sending it needs from its campaign, account and workspace."""
+
+    id: int
+    workspace_id: int
+    account_id: int
+    campaign_id: int | None
+    trigger_kind: str
+    trigger_id: str
+    recipient_id: str | None
+    recipient_username: str | None
+    deadline_at: datetime | None
+    pr_state: LegState
+    pr_attempts: int
+    pr_attempt_limit: int
+    pr_next_attempt_at: datetime | None
+    pr_evidence: dict[str, Any] | None
+    pub_state: LegState | None
+    pub_attempts: int
+    pub_next_attempt_at: datetime | None
+    ig_user_id: str
+    account_status: str
+    paused_until: datetime | None
+    token_ciphertext: bytes | None
+    token_key_id: str | None
+    campaign_status: str | None
+    dm_text: str
+    buttons: list[dict[str, Any]]
+    public_replies: list[str]
+    once_per_person: bool
+
+
+_LOAD = text(
+    """
+SELECT d.id, d.workspace_id, d.account_id, d.campaign_id, d.trigger_kind, d.trigger_id,
+       d.recipient_id, d.recipient_username, d.deadline_at,
+       d.pr_state, d.pr_attempts, d.pr_attempt_limit, d.pr_next_attempt_at, d.pr_evidence,
+       d.pub_state, d.pub_attempts, d.pub_next_attempt_at,
+       a.ig_user_id, a.status, a.paused_until, a.token_ciphertext, a.token_key_id,
+       c.status, COALESCE(c.dm_text, ''), COALESCE(c.buttons, '[]'::jsonb),
+       COALESCE(c.public_replies, '{}'), COALESCE(c.once_per_person, true)
+FROM dm_logs d
+JOIN instagram_accounts a ON a.id = d.account_id
+LEFT JOIN campaigns c ON c.id = d.campaign_id
+WHERE d.id = :id
+"""
+)
+
+
+async def load_delivery(conn: AsyncConnection, dm_log_id: int) -> Delivery | None:
+    row = (await conn.execute(_LOAD, {"id": dm_log_id})).first()
+    if row is None:
+        return None
+    (
+        id_, ws, account, campaign, kind, trigger, recipient, username, deadline,
+        pr_state, pr_attempts, pr_limit, pr_next, pr_evidence,
+        pub_state, pub_attempts, pub_next,
+        ig_user_id, account_status, paused_until, ciphertext, key_id,
+        campaign_status, dm_text, buttons, public_replies, once,
+    ) = row  # fmt: skip
+    return Delivery(
+        id=id_,
+        workspace_id=ws,
+        account_id=account,
+        campaign_id=campaign,
+        trigger_kind=kind,
+        trigger_id=trigger,
+        recipient_id=recipient,
+        recipient_username=username,
+        deadline_at=deadline,
+        pr_state=LegState(pr_state),
+        pr_attempts=pr_attempts,
+        pr_attempt_limit=pr_limit,
+        pr_next_attempt_at=pr_next,
+        pr_evidence=pr_evidence,
+        pub_state=LegState(pub_state) if pub_state else None,
+        pub_attempts=pub_attempts,
+        pub_next_attempt_at=pub_next,
+        ig_user_id=ig_user_id,
+        account_status=account_status,
+        paused_until=paused_until,
+        token_ciphertext=bytes(ciphertext) if ciphertext is not None else None,
+        token_key_id=key_id,
+        campaign_status=campaign_status,
+        dm_text=dm_text,
+        buttons=list(buttons or []),
+        public_replies=list(public_replies or []),
+        once_per_person=bool(once),
+    )
+
+
+# --- claims ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The outcome of a claim statement for the worker that ran it."""
+
+    leg: Leg
+    state: LegState  # IN_FLIGHT: ours to send; SKIPPED_*: settled by the claim itself
+    attempt_no: int
+    attempt_id: int | None
+    quota_month: date | None = None
+
+    @property
+    def won(self) -> bool:
+        return self.state is LegState.IN_FLIGHT
+
+
+_CLAIM_PRIVATE = text(
+    f"""
+WITH target AS (
+    SELECT d.id, d.workspace_id, d.campaign_id, d.recipient_id,
+           (d.campaign_id IS NOT NULL AND d.recipient_id IS NOT NULL
+            AND COALESCE(c.once_per_person, true)) AS once
+    FROM dm_logs d LEFT JOIN campaigns c ON c.id = d.campaign_id
+    WHERE d.id = :id AND d.pr_state = 'PENDING' AND d.pr_attempts < d.pr_attempt_limit
+      AND (d.pr_next_attempt_at IS NULL OR d.pr_next_attempt_at <= now() + {_DUE_TOLERANCE})
+    FOR UPDATE OF d
+),
+person AS (
+    INSERT INTO campaign_recipients AS cr (campaign_id, recipient_id, dm_log_id)
+    SELECT t.campaign_id, t.recipient_id, t.id FROM target t WHERE t.once
+    ON CONFLICT (campaign_id, recipient_id) DO UPDATE SET dm_log_id = EXCLUDED.dm_log_id
+    WHERE cr.dm_log_id = EXCLUDED.dm_log_id
+       OR NOT EXISTS (SELECT 1 FROM dm_logs h WHERE h.id = cr.dm_log_id
+                      AND h.pr_state NOT IN ({_DEAD_LIST}))
+    RETURNING cr.dm_log_id
+),
+person_ok AS (
+    SELECT t.id, (NOT t.once OR EXISTS (SELECT 1 FROM person)) AS ok FROM target t
+),
+quota AS (
+    {
+        RESERVE_UPSERT.format(
+            source="SELECT t.workspace_id, CAST(:month AS date), 1 FROM target t "
+            "JOIN person_ok p ON p.id = t.id JOIN workspaces w ON w.id = t.workspace_id "
+            "WHERE p.ok AND COALESCE(w.monthly_dm_quota, 1) >= 1"
+        )
+    }
+),
+verdict AS (
+    SELECT p.id,
+           CASE WHEN NOT p.ok THEN 'SKIPPED_DEDUP'
+                WHEN NOT EXISTS (SELECT 1 FROM quota) THEN 'SKIPPED_QUOTA'
+                ELSE 'IN_FLIGHT' END AS state
+    FROM person_ok p
+),
+leg AS (
+    UPDATE dm_logs d SET
+        pr_state = v.state,
+        pr_attempts = d.pr_attempts + CASE WHEN v.state = 'IN_FLIGHT' THEN 1 ELSE 0 END,
+        pr_claimed_at = now(),
+        pr_claimed_by = :worker,
+        pr_next_attempt_at = NULL,
+        message_text = CASE WHEN v.state = 'IN_FLIGHT' THEN :text ELSE d.message_text END,
+        pr_error_code = NULL,
+        pr_error_subcode = NULL,
+        pr_error_message = CASE v.state
+            WHEN 'SKIPPED_DEDUP' THEN 'this campaign already messaged this person'
+            WHEN 'SKIPPED_QUOTA' THEN 'the workspace''s monthly DM quota is used up'
+            ELSE NULL END,
+        updated_at = now()
+    FROM verdict v WHERE d.id = v.id
+    RETURNING d.pr_state, d.pr_attempts
+),
+attempt AS (
+    INSERT INTO delivery_attempts (dm_log_id, leg, attempt_no, request_kind, worker_id)
+    SELECT :id, 'private_reply', l.pr_attempts, :kind, :worker FROM leg l
+    WHERE l.pr_state = 'IN_FLIGHT'
+    RETURNING id
+)
+SELECT l.pr_state, l.pr_attempts, (SELECT id FROM attempt), (SELECT month FROM quota)
+FROM leg l
+"""  # noqa: S608 - composed from module constants; every value is a bound parameter
+)
+
+
+async def claim_private_reply(
+    conn: AsyncConnection,
+    *,
+    dm_log_id: int,
+    worker_id: str,
+    request_kind: str,
+    message_text: str,
+    month: date,
+) -> Claim | None:
+    """Claim the private-reply leg; None when another worker has it or it is not claimable."""
+    row = (
+        await conn.execute(
+            _CLAIM_PRIVATE,
+            {
+                "id": dm_log_id,
+                "worker": worker_id,
+                "kind": request_kind,
+                "text": message_text,
+                "month": month,
+            },
+        )
+    ).first()
+    if row is None:
+        return None
+    return Claim(Leg.PRIVATE_REPLY, LegState(row[0]), row[1], row[2], row[3])
+
+
+_CLAIM_PUBLIC = text(
+    f"""
+WITH leg AS (
+    UPDATE dm_logs SET
+        pub_state = 'IN_FLIGHT',
+        pub_attempts = pub_attempts + 1,
+        pub_claimed_at = now(),
+        pub_claimed_by = :worker,
+        pub_next_attempt_at = NULL,
+        pub_text = :text,
+        updated_at = now()
+    WHERE id = :id AND pub_state = 'PENDING' AND pub_attempts < {MAX_PUBLIC_ATTEMPTS}
+      AND (pub_next_attempt_at IS NULL OR pub_next_attempt_at <= now() + {_DUE_TOLERANCE})
+    RETURNING pub_attempts
+),
+attempt AS (
+    INSERT INTO delivery_attempts (dm_log_id, leg, attempt_no, request_kind, worker_id)
+    SELECT :id, 'public_reply', l.pub_attempts, 'reply', :worker FROM leg l
+    RETURNING id
+)
+SELECT l.pub_attempts, (SELECT id FROM attempt) FROM leg l
+"""  # noqa: S608 - composed from module constants; every value is a bound parameter
+)
+
+
+async def claim_public_reply(
+    conn: AsyncConnection, *, dm_log_id: int, worker_id: str, reply_text: str
+) -> Claim | None:
+    row = (
+        await conn.execute(
+            _CLAIM_PUBLIC, {"id": dm_log_id, "worker": worker_id, "text": reply_text}
+        )
+    ).first()
+    if row is None:
+        return None
+    return Claim(Leg.PUBLIC_REPLY, LegState.IN_FLIGHT, row[0], row[1])
+
+
+# --- recording ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CallReport:
+    """What one call to Meta returned, for its `delivery_attempts` row."""
+
+    classification: AttemptClass
+    latency_ms: int
+    http_status: int | None = None
+    code: int | None = None
+    subcode: int | None = None
+    fbtrace_id: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LegUpdate:
+    """Where a claimed leg goes after its call(s)."""
+
+    state: LegState
+    message_id: str | None = None  # Meta's message id, or the public reply's comment id
+    next_attempt_at: datetime | None = None
+    # Give the attempt back to the budget (account-level waits: 368, 190).
+    refund_attempt: bool = False
+    error_code: int | None = None
+    error_subcode: int | None = None
+    error_message: str | None = None
+    evidence: dict[str, Any] | None = None
+    # Private replies only: give the quota back (the month it was taken) / free the person.
+    release_quota_month: date | None = None
+    release_person: bool = False
+
+
+def _record_sql(leg: Leg) -> str:
+    p = "pr" if leg is Leg.PRIVATE_REPLY else "pub"
+    message_column = "pr_message_id" if leg is Leg.PRIVATE_REPLY else "pub_reply_id"
+    evidence = (
+        "pr_evidence = CASE WHEN CAST(:evidence AS jsonb) IS NULL THEN pr_evidence "
+        "ELSE COALESCE(pr_evidence, '{}'::jsonb) || CAST(:evidence AS jsonb) END,"
+        if leg is Leg.PRIVATE_REPLY
+        else ""
+    )
+    return f"""
+WITH leg AS (
+    UPDATE dm_logs SET
+        {p}_state = :state,
+        {p}_attempts = {p}_attempts - CASE WHEN :refund THEN 1 ELSE 0 END,
+        {p}_next_attempt_at = :next_at,
+        {p}_sent_at = CASE WHEN :sent THEN now() ELSE {p}_sent_at END,
+        {message_column} = COALESCE(:message_id, {message_column}),
+        {p}_error_code = :error_code,
+        {p}_error_subcode = :error_subcode,
+        {p}_error_message = :error_message,
+        {evidence}
+        updated_at = now()
+    WHERE id = :id AND {p}_claimed_by = :worker AND {p}_attempts = :attempt_no
+      AND ({p}_state = 'IN_FLIGHT' OR ({p}_state = 'UNCONFIRMED' AND :sent))
+    RETURNING id, workspace_id, campaign_id, recipient_id
+),
+attempt AS (
+    UPDATE delivery_attempts SET
+        finished_at = now(), latency_ms = :latency_ms, http_status = :http_status,
+        meta_code = :code, meta_subcode = :subcode, fbtrace_id = :fbtrace_id,
+        error_message = :call_error, classification = :classification
+    WHERE id = :attempt_id
+    RETURNING id
+),
+quota AS (
+    UPDATE usage_counters u SET dms_reserved = u.dms_reserved - 1
+    FROM leg l
+    WHERE CAST(:quota_month AS date) IS NOT NULL AND u.workspace_id = l.workspace_id
+      AND u.month = CAST(:quota_month AS date) AND u.dms_reserved > 0
+    RETURNING u.month
+),
+person AS (
+    DELETE FROM campaign_recipients cr USING leg l
+    WHERE :release_person AND cr.campaign_id = l.campaign_id
+      AND cr.recipient_id = l.recipient_id AND cr.dm_log_id = l.id
+    RETURNING cr.dm_log_id
+)
+SELECT (SELECT count(*) FROM leg), (SELECT count(*) FROM attempt)
+"""  # noqa: S608 - column names from the Leg enum; every value is a bound parameter
+
+
+_RECORD = {leg: text(_record_sql(leg)) for leg in Leg}
+
+
+async def record(
+    conn: AsyncConnection,
+    claim: Claim,
+    *,
+    dm_log_id: int,
+    worker_id: str,
+    call: CallReport,
+    update: LegUpdate,
+) -> bool:
+    """Write a claimed leg's outcome; False if the claim was no longer ours (swept)."""
+    params = {
+        "id": dm_log_id,
+        "worker": worker_id,
+        "attempt_no": claim.attempt_no,
+        "attempt_id": claim.attempt_id,
+        "state": update.state.value,
+        "refund": update.refund_attempt,
+        "next_at": update.next_attempt_at,
+        "sent": update.state is LegState.SENT,
+        "message_id": update.message_id,
+        "error_code": update.error_code,
+        "error_subcode": update.error_subcode,
+        "error_message": update.error_message,
+        "latency_ms": call.latency_ms,
+        "http_status": call.http_status,
+        "code": call.code,
+        "subcode": call.subcode,
+        "fbtrace_id": call.fbtrace_id,
+        "call_error": call.error,
+        "classification": call.classification.value,
+        "quota_month": update.release_quota_month,
+        "release_person": update.release_person,
+    }
+    if claim.leg is Leg.PRIVATE_REPLY:
+        params["evidence"] = json.dumps(update.evidence) if update.evidence else None
+    row = (await conn.execute(_RECORD[claim.leg], params)).first()
+    return bool(row and row[0])
+
+
+_NEXT_CALL = text(
+    """
+WITH done AS (
+    UPDATE delivery_attempts SET
+        finished_at = now(), latency_ms = :latency_ms, http_status = :http_status,
+        meta_code = :code, meta_subcode = :subcode, fbtrace_id = :fbtrace_id,
+        error_message = :call_error, classification = :classification
+    WHERE id = :attempt_id
+    RETURNING dm_log_id, leg, attempt_no
+)
+INSERT INTO delivery_attempts (dm_log_id, leg, attempt_no, request_kind, worker_id)
+SELECT dm_log_id, leg, attempt_no, :kind, :worker FROM done
+RETURNING id
+"""
+)
+
+
+async def start_next_call(
+    conn: AsyncConnection, claim: Claim, *, call: CallReport, request_kind: str, worker_id: str
+) -> Claim:
+    """Close the attempt row of a call and open one for a second call under the same claim
+    (the plain-text fallback after a rejected template)."""
+    row = (
+        await conn.execute(
+            _NEXT_CALL,
+            {
+                "attempt_id": claim.attempt_id,
+                "latency_ms": call.latency_ms,
+                "http_status": call.http_status,
+                "code": call.code,
+                "subcode": call.subcode,
+                "fbtrace_id": call.fbtrace_id,
+                "call_error": call.error,
+                "classification": call.classification.value,
+                "kind": request_kind,
+                "worker": worker_id,
+            },
+        )
+    ).first()
+    return Claim(claim.leg, claim.state, claim.attempt_no, row[0] if row else None)
+
+
+# --- settling legs that will not be sent --------------------------------------------------
+
+_SETTLE = text(
+    f"""
+WITH leg AS (
+    UPDATE dm_logs SET
+        pr_state = CASE WHEN :pr AND pr_state = 'PENDING' THEN :state ELSE pr_state END,
+        pr_error_message = CASE WHEN :pr AND pr_state = 'PENDING' THEN :reason
+                           ELSE pr_error_message END,
+        pub_state = CASE WHEN :pub AND pub_state = 'PENDING' THEN :state ELSE pub_state END,
+        pub_error_message = CASE WHEN :pub AND pub_state = 'PENDING' THEN :reason
+                            ELSE pub_error_message END,
+        updated_at = now()
+    WHERE id = :id AND ((:pr AND pr_state = 'PENDING') OR (:pub AND pub_state = 'PENDING'))
+    RETURNING id, campaign_id, recipient_id, pr_state
+)
+DELETE FROM campaign_recipients cr USING leg l
+WHERE l.pr_state IN ({_DEAD_LIST}) AND cr.campaign_id = l.campaign_id
+  AND cr.recipient_id = l.recipient_id AND cr.dm_log_id = l.id
+"""  # noqa: S608 - composed from module constants; every value is a bound parameter
+)
+
+
+async def settle_pending(
+    conn: AsyncConnection,
+    dm_log_id: int,
+    state: LegState,
+    reason: str,
+    *,
+    private: bool = True,
+    public: bool = True,
+) -> None:
+    """Move still-PENDING legs to a final skip state (campaign inactive, window passed…)."""
+    await conn.execute(
+        _SETTLE,
+        {"id": dm_log_id, "state": state.value, "reason": reason, "pr": private, "pub": public},
+    )
+
+
+_POSTPONE = text(
+    """
+UPDATE dm_logs SET
+    pr_next_attempt_at = CASE WHEN :pr AND pr_state = 'PENDING' THEN :until
+                         ELSE pr_next_attempt_at END,
+    pr_error_message = CASE WHEN :pr AND pr_state = 'PENDING' THEN :reason
+                       ELSE pr_error_message END,
+    pub_next_attempt_at = CASE WHEN :pub AND pub_state = 'PENDING' THEN :until
+                          ELSE pub_next_attempt_at END,
+    updated_at = now()
+WHERE id = :id AND ((:pr AND pr_state = 'PENDING') OR (:pub AND pub_state = 'PENDING'))
+"""
+)
+
+
+async def postpone(
+    conn: AsyncConnection,
+    dm_log_id: int,
+    until: datetime,
+    reason: str,
+    *,
+    private: bool = True,
+    public: bool = True,
+) -> None:
+    """Keep PENDING legs waiting until `until` (a full budget, a paused account…)."""
+    await conn.execute(
+        _POSTPONE,
+        {"id": dm_log_id, "until": until, "reason": reason, "pr": private, "pub": public},
+    )

@@ -1,0 +1,201 @@
+"""The private reply a campaign sends: placeholders rendered, Meta's size limits respected.
+
+`{username}` becomes the commenter's username (or "there"), `{link}` the first button's URL.
+With link buttons the message goes out as a button template (text ≤ 640 characters, 1-3
+buttons, titles ≤ 20 characters); without them as plain text (≤ 1000 bytes of UTF-8). The
+plain-text fallback, used only when Meta rejects the template itself, carries the links inline.
+
+Cuts never split a user-perceived character: an emoji with its skin tone or ZWJ sequence, a
+flag, a letter with its combining accents stay whole or go together.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+TEXT_MAX_BYTES = 1000
+TEMPLATE_TEXT_MAX_CHARS = 640
+BUTTON_TITLE_MAX_CHARS = 20
+MAX_BUTTONS = 3
+DEFAULT_BUTTON_TITLE = "Open link"
+DEFAULT_TEMPLATE_TEXT = "Here's your link:"
+DEFAULT_USERNAME = "there"
+
+_SPACES = re.compile(r"[ \t]{2,}")
+_SPACE_BEFORE_PUNCT = re.compile(r"[ \t]+([.,!?:;])")
+
+
+@dataclass(frozen=True, slots=True)
+class LinkButton:
+    title: str
+    url: str
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingMessage:
+    """A Send API `message` object and the text a person will read (for inbox matching)."""
+
+    kind: str  # "template" or "text"
+    body: dict[str, Any]
+    text: str
+
+    def private_reply(self, comment_id: str) -> dict[str, Any]:
+        return {"recipient": {"comment_id": comment_id}, "message": self.body}
+
+    def direct(self, igsid: str) -> dict[str, Any]:
+        return {"recipient": {"id": igsid}, "message": self.body}
+
+
+def buttons_of(raw: Sequence[Mapping[str, Any]] | None) -> list[LinkButton]:
+    """The campaign's stored buttons (JSON), cleaned: at most 3, each with a URL."""
+    buttons: list[LinkButton] = []
+    for item in raw or ():
+        url = str(item.get("url") or "").strip()
+        if url:
+            buttons.append(LinkButton(title=str(item.get("title") or "").strip(), url=url))
+    return buttons[:MAX_BUTTONS]
+
+
+def render(text: str, *, username: str | None, link: str | None) -> str:
+    """Fill `{username}` and `{link}`; other braces are left as the creator wrote them."""
+    name = (username or "").strip().lstrip("@") or DEFAULT_USERNAME
+    return text.replace("{username}", name).replace("{link}", link or "")
+
+
+def build_message(
+    text: str, buttons: Sequence[LinkButton], *, username: str | None
+) -> OutgoingMessage:
+    """The message to send first: a button template when there are buttons, else text."""
+    if not buttons:
+        return text_message(text, buttons, username=username)
+    body_text = _tidy(render(text, username=username, link=""))
+    body_text = cut_chars(body_text or DEFAULT_TEMPLATE_TEXT, TEMPLATE_TEXT_MAX_CHARS)
+    payload_buttons = [
+        {
+            "type": "web_url",
+            "url": button.url,
+            "title": cut_chars(button.title, BUTTON_TITLE_MAX_CHARS) or DEFAULT_BUTTON_TITLE,
+        }
+        for button in buttons[:MAX_BUTTONS]
+    ]
+    body = {
+        "attachment": {
+            "type": "template",
+            "payload": {"template_type": "button", "text": body_text, "buttons": payload_buttons},
+        }
+    }
+    return OutgoingMessage("template", body, body_text)
+
+
+def text_message(
+    text: str, buttons: Sequence[LinkButton], *, username: str | None
+) -> OutgoingMessage:
+    """Plain text: the primary link inline (appended if the text has no `{link}`), the others
+    on lines of their own."""
+    primary = buttons[0].url if buttons else None
+    rendered = render(text, username=username, link=primary).strip()
+    extra = [b.url for b in buttons[1:]]
+    if primary and "{link}" not in text:
+        extra.insert(0, primary)
+    full = "\n".join([rendered, *extra]) if rendered else "\n".join(extra)
+    final = cut_bytes(full.strip() or DEFAULT_TEMPLATE_TEXT, TEXT_MAX_BYTES)
+    return OutgoingMessage("text", {"text": final}, final)
+
+
+def _tidy(text: str) -> str:
+    """Close the gap a removed `{link}` leaves behind."""
+    lines = [
+        _SPACE_BEFORE_PUNCT.sub(r"\1", _SPACES.sub(" ", line)).strip() for line in text.split("\n")
+    ]
+    return "\n".join(lines).strip()
+
+
+# --- cutting on grapheme boundaries ------------------------------------------------------
+
+_ZWJ = "\u200d"
+
+
+def _extends(char: str) -> bool:
+    """Characters that attach to the one before them (UAX #29 Extend/SpacingMark, roughly)."""
+    code = ord(char)
+    return (
+        unicodedata.category(char) in ("Mn", "Me", "Mc")
+        or 0xFE00 <= code <= 0xFE0F  # variation selectors
+        or 0x1F3FB <= code <= 0x1F3FF  # emoji skin tones
+        or 0xE0020 <= code <= 0xE007F  # tag characters (subdivision flags)
+        or 0xE0100 <= code <= 0xE01EF
+        or char == _ZWJ
+    )
+
+
+def _regional(char: str) -> bool:
+    return 0x1F1E6 <= ord(char) <= 0x1F1FF
+
+
+def _hangul_joins(before: str, after: str) -> bool:
+    b, a = ord(before), ord(after)
+    lead = 0x1100 <= b <= 0x115F
+    vowel_or_syllable = 0x1160 <= a <= 0x11A7 or 0xAC00 <= a <= 0xD7A3
+    after_vowel = 0x1160 <= b <= 0x11A7 or 0xAC00 <= b <= 0xD7A3
+    trail = 0x11A8 <= a <= 0x11FF
+    return (lead and (vowel_or_syllable or 0x1100 <= a <= 0x115F)) or (after_vowel and trail)
+
+
+def graphemes(text: str) -> Iterator[str]:
+    """Split text into user-perceived characters (an approximation of UAX #29 that covers
+    combining marks, emoji ZWJ sequences and modifiers, flags, CR LF and Hangul jamo)."""
+    cluster = ""
+    regional_run = 0
+    for char in text:
+        if not cluster:
+            cluster, regional_run = char, int(_regional(char))
+            continue
+        prev = cluster[-1]
+        joins = (
+            (prev == "\r" and char == "\n")
+            or _extends(char)
+            or prev == _ZWJ
+            or (_regional(char) and regional_run % 2 == 1)
+            or _hangul_joins(prev, char)
+        )
+        if joins:
+            cluster += char
+            regional_run = regional_run + 1 if _regional(char) else regional_run
+        else:
+            yield cluster
+            cluster, regional_run = char, int(_regional(char))
+    if cluster:
+        yield cluster
+
+
+def cut_chars(text: str, limit: int) -> str:
+    """At most `limit` code points (how Meta counts), without splitting a grapheme."""
+    if len(text) <= limit:
+        return text
+    kept: list[str] = []
+    used = 0
+    for cluster in graphemes(text):
+        if used + len(cluster) > limit:
+            break
+        kept.append(cluster)
+        used += len(cluster)
+    return "".join(kept).rstrip()
+
+
+def cut_bytes(text: str, limit: int) -> str:
+    """At most `limit` bytes of UTF-8, without splitting a grapheme."""
+    if len(text.encode("utf-8")) <= limit:
+        return text
+    kept: list[str] = []
+    used = 0
+    for cluster in graphemes(text):
+        size = len(cluster.encode("utf-8"))
+        if used + size > limit:
+            break
+        kept.append(cluster)
+        used += size
+    return "".join(kept).rstrip()

@@ -1,0 +1,69 @@
+"""Enqueueing delivery work with keys that coalesce instead of piling up.
+
+A log row's job key is derived from when it is due: `deliver:<id>` for a fresh row (the key
+ingestion uses), `deliver:<id>:<epoch>` for a retry due at `epoch`. The due-work relay
+computes the same key from the row, so re-enqueueing a job that is still waiting in the queue
+is a no-op. Keys only coalesce while a job is queued or running; the claim in Postgres is what
+makes a second run harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from datetime import datetime
+
+from redis.exceptions import RedisError
+from saq import Queue
+
+from app.queue import enqueue
+
+logger = logging.getLogger("oncereply.delivery")
+
+PROCESS_COMMENT = "process_comment"
+VERIFY_UNCONFIRMED = "verify_unconfirmed"
+# Meta needs a moment before a just-sent message shows in the conversation.
+VERIFY_DELAY_S = 10.0
+
+
+def delivery_key(dm_log_id: int, due: datetime | None) -> str:
+    if due is None:
+        return f"deliver:{dm_log_id}"
+    return f"deliver:{dm_log_id}:{math.ceil(due.timestamp())}"
+
+
+async def enqueue_delivery(queue: Queue, dm_log_id: int, due: datetime | None = None) -> bool:
+    """Queue `process_comment` for a row (at `due`); False if Redis refused (the relay will)."""
+    scheduled = math.ceil(due.timestamp()) if due is not None else 0
+    try:
+        await enqueue(
+            queue,
+            PROCESS_COMMENT,
+            key=delivery_key(dm_log_id, due),
+            scheduled=scheduled,
+            dm_log_id=dm_log_id,
+        )
+    except (RedisError, OSError):
+        logger.warning("could not enqueue delivery %s; the due-work relay will", dm_log_id)
+        return False
+    return True
+
+
+async def enqueue_verification(
+    queue: Queue, dm_log_id: int, *, delay_s: float = VERIFY_DELAY_S, now: float | None = None
+) -> bool:
+    """Queue an inbox check for an UNCONFIRMED private reply."""
+    at = (now if now is not None else time.time()) + delay_s
+    try:
+        await enqueue(
+            queue,
+            VERIFY_UNCONFIRMED,
+            key=f"verify:{dm_log_id}",
+            scheduled=math.ceil(at) if delay_s > 0 else 0,
+            dm_log_id=dm_log_id,
+        )
+    except (RedisError, OSError):
+        logger.warning("could not enqueue the inbox check for %s", dm_log_id)
+        return False
+    return True

@@ -1,0 +1,162 @@
+"""The two safety nets that run as crons: the stale-claim sweep and the due-work relay.
+
+- Stale-claim sweep: a leg IN_FLIGHT for longer than a send can take (two calls, the
+  template and its text fallback, each up to the send timeout, plus a margin) belongs to a
+  worker that died or lost its database mid-send. Meta may have delivered it, so it becomes
+  UNCONFIRMED, never PENDING, and an inbox check is queued.
+- Due-work relay: PENDING legs whose time has come but that no job is handling (a lost
+  enqueue, Redis down, a worker killed with jobs in hand, an account back from a pause) are
+  enqueued again under the key a waiting job would have, so nothing piles up. Before that it
+  lifts automatic pauses that have run out and settles work whose 7-day window has closed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from saq import Queue
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.delivery.accounts import resume_expired_pauses
+from app.delivery.scheduling import enqueue_delivery, enqueue_verification
+
+logger = logging.getLogger("oncereply.delivery")
+
+STALE_MARGIN_S = 10.0
+# A due leg still PENDING this long after its time is presumed to have lost its job.
+RELAY_GRACE_S = 60.0
+RELAY_BATCH = 1000
+
+
+def stale_after_s(send_timeout_s: float) -> float:
+    return 2 * send_timeout_s + STALE_MARGIN_S
+
+
+_SWEEP = text(
+    """
+WITH stale AS (
+    SELECT id,
+           (pr_state = 'IN_FLIGHT' AND pr_claimed_at < now() - make_interval(secs => :older))
+               AS pr,
+           (pub_state = 'IN_FLIGHT' AND pub_claimed_at < now() - make_interval(secs => :older))
+               AS pub
+    FROM dm_logs
+    WHERE (pr_state = 'IN_FLIGHT' AND pr_claimed_at < now() - make_interval(secs => :older))
+       OR (pub_state = 'IN_FLIGHT' AND pub_claimed_at < now() - make_interval(secs => :older))
+    FOR UPDATE SKIP LOCKED
+),
+legs AS (
+    UPDATE dm_logs d SET
+        pr_state = CASE WHEN s.pr THEN 'UNCONFIRMED' ELSE d.pr_state END,
+        pr_error_message = CASE WHEN s.pr THEN :reason ELSE d.pr_error_message END,
+        pub_state = CASE WHEN s.pub THEN 'UNCONFIRMED' ELSE d.pub_state END,
+        pub_error_message = CASE WHEN s.pub THEN :reason ELSE d.pub_error_message END,
+        updated_at = now()
+    FROM stale s WHERE d.id = s.id
+    RETURNING d.id, s.pr, s.pub
+),
+attempts AS (
+    UPDATE delivery_attempts a SET finished_at = now(), classification = 'ambiguous',
+        error_message = :reason
+    FROM legs l
+    WHERE a.dm_log_id = l.id AND a.finished_at IS NULL
+      AND ((l.pr AND a.leg = 'private_reply') OR (l.pub AND a.leg = 'public_reply'))
+    RETURNING a.id
+)
+SELECT id, pr, pub FROM legs
+"""
+)
+STALE_REASON = (
+    "no outcome was recorded: the worker stopped or lost its database during the send, "
+    "so the message may have been delivered"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SweepResult:
+    private: list[int]
+    public: list[int]
+
+
+async def sweep_stale_claims(
+    conn: AsyncConnection, queue: Queue | None, *, older_than_s: float
+) -> SweepResult:
+    """IN_FLIGHT legs older than `older_than_s` → UNCONFIRMED; inbox checks queued."""
+    rows = (await conn.execute(_SWEEP, {"older": older_than_s, "reason": STALE_REASON})).all()
+    result = SweepResult(
+        private=[row[0] for row in rows if row[1]], public=[row[0] for row in rows if row[2]]
+    )
+    if rows:
+        logger.warning(
+            "stale-claim sweep: %d private and %d public legs made UNCONFIRMED",
+            len(result.private),
+            len(result.public),
+        )
+    if queue is not None:
+        for dm_log_id in result.private:
+            await enqueue_verification(queue, dm_log_id)
+    return result
+
+
+_EXPIRE = text(
+    """
+UPDATE dm_logs SET
+    pr_state = CASE WHEN pr_state = 'PENDING' THEN 'SKIPPED_WINDOW_EXPIRED' ELSE pr_state END,
+    pr_error_message = CASE WHEN pr_state = 'PENDING' THEN :reason ELSE pr_error_message END,
+    pub_state = CASE WHEN pub_state = 'PENDING' THEN 'SKIPPED_WINDOW_EXPIRED' ELSE pub_state END,
+    updated_at = now()
+WHERE (pr_state = 'PENDING' OR pub_state = 'PENDING') AND deadline_at <= now()
+  AND trigger_kind = 'comment'
+RETURNING id
+"""
+)
+
+_DUE = text(
+    """
+SELECT d.id,
+       LEAST(CASE WHEN d.pr_state = 'PENDING' THEN d.pr_next_attempt_at END,
+             CASE WHEN d.pub_state = 'PENDING' THEN d.pub_next_attempt_at END) AS retry_at
+FROM dm_logs d JOIN instagram_accounts a ON a.id = d.account_id
+WHERE d.trigger_kind = 'comment' AND a.status = 'active'
+  AND ((d.pr_state = 'PENDING'
+        AND COALESCE(d.pr_next_attempt_at, d.created_at) <= now() - make_interval(secs => :grace))
+    OR (d.pub_state = 'PENDING'
+        AND COALESCE(d.pub_next_attempt_at, d.created_at) <= now() - make_interval(secs => :grace)))
+ORDER BY d.id
+LIMIT :limit
+"""
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RelayResult:
+    resumed_accounts: int
+    expired: int
+    enqueued: int
+
+
+async def relay_due_work(
+    conn: AsyncConnection,
+    queue: Queue,
+    *,
+    grace_s: float = RELAY_GRACE_S,
+    limit: int = RELAY_BATCH,
+) -> RelayResult:
+    resumed = await resume_expired_pauses(conn)
+    expired = (
+        await conn.execute(_EXPIRE, {"reason": "the 7-day reply window closed while waiting"})
+    ).all()
+    due = (await conn.execute(_DUE, {"grace": grace_s, "limit": limit})).all()
+    enqueued = 0
+    for dm_log_id, retry_at in due:
+        enqueued += await enqueue_delivery(queue, dm_log_id, retry_at)
+    if resumed or expired or due:
+        logger.info(
+            "due-work relay: %d accounts resumed, %d legs expired, %d rows re-enqueued",
+            resumed,
+            len(expired),
+            enqueued,
+        )
+    return RelayResult(resumed, len(expired), enqueued)
