@@ -8,6 +8,7 @@ limit gives code 100, with subcode 2534015 (invalid message data) for template c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -106,7 +107,7 @@ def _template(payload: dict[str, Any]) -> None:
         raise _bad(f"Param {where}[template_type] must be one of {{button, generic}}")
 
 
-def _attachment(value: object, media_ids: set[str] | None) -> dict[str, Any]:
+def _attachment(value: object, owns_media: Callable[[str], bool]) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise _bad("Param message[attachment] must be an object")
     kind = value.get("type")
@@ -122,7 +123,7 @@ def _attachment(value: object, media_ids: set[str] | None) -> dict[str, Any]:
             raise _bad("Param message[attachment][payload][url] must be a valid http(s) URL")
     elif kind == "MEDIA_SHARE":
         media_id = payload.get("id") if isinstance(payload, dict) else None
-        if media_ids is None or media_id not in media_ids:
+        if not isinstance(media_id, str) or not owns_media(media_id):
             raise _bad("Param message[attachment][payload][id] must be a media of this account")
     elif kind != "like_heart":
         raise _bad(
@@ -160,7 +161,7 @@ def _quick_replies(value: object) -> list[dict[str, Any]]:
     return checked
 
 
-def check_message(message: object, media_ids: set[str] | None = None) -> CheckedMessage:
+def check_message(message: object, owns_media: Callable[[str], bool]) -> CheckedMessage:
     if message is None:
         raise invalid_param("The parameter message is required")
     if not isinstance(message, dict):
@@ -177,7 +178,7 @@ def check_message(message: object, media_ids: set[str] | None = None) -> Checked
             raise invalid_param(
                 f"Length of param message[text] must be less than or equal to {TEXT_MAX_BYTES}"
             )
-    checked_attachment = _attachment(attachment, media_ids) if attachment is not None else None
+    checked_attachment = _attachment(attachment, owns_media) if attachment is not None else None
     quick = message.get("quick_replies")
     return CheckedMessage(
         text=text if isinstance(text, str) else None,

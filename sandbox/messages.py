@@ -116,7 +116,11 @@ def _send(call: GraphCall, account: Account) -> Reply:
         return _sender_action(call, account, sender_action, igsid)
 
     human_agent = _human_agent(call)
-    checked = check_message(call.structured("message"), set(account.media_ids))
+    media = world.media
+    checked = check_message(
+        call.structured("message"),
+        lambda media_id: media_id in media and media[media_id].owner_id == account.user_id,
+    )
     sandbox.limits.take_send(account.user_id, now, settings.sends_per_second)
 
     if isinstance(comment_id, str):

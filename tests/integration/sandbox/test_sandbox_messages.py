@@ -15,6 +15,7 @@ from tests.integration.sandbox.helpers import (
     JANE_SUNNY_IGSID,
     LEMON_REEL,
     MARCO_COMMENT,
+    NORTH_REEL,
     OLD_COMMENT,
     OLGA_COMMENT,
     SUNNY,
@@ -247,3 +248,14 @@ def test_token_without_messaging_scope(graph: httpx.Client, admin: SandboxAdmin)
     assert answer.status_code == 403
     assert error_of(answer)["code"] == 200
     assert admin.requests(endpoint="messages")[0]["error"]["code"] == 200
+
+
+def test_media_share_only_of_the_accounts_own_media(
+    graph: httpx.Client, admin: SandboxAdmin, token: str
+) -> None:
+    def share(media_id: str) -> dict[str, Any]:
+        return {"attachment": {"type": "MEDIA_SHARE", "payload": {"id": media_id}}}
+
+    foreign = private_reply(graph, token, OLGA_COMMENT, share(NORTH_REEL))
+    assert (error_of(foreign)["code"], error_of(foreign)["error_subcode"]) == (100, 2534015)
+    assert private_reply(graph, token, OLGA_COMMENT, share(LEMON_REEL)).status_code == 200
