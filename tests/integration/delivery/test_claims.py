@@ -1,0 +1,109 @@
+"""Claims race for real: concurrent statements on separate connections, exactly one wins."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from app.db.models import LegState
+from app.delivery import claims
+from app.delivery.process_comment import process_comment
+from app.delivery.quota import usage, usage_month
+from tests.integration.delivery.conftest import World
+
+
+async def _claim(world: World, dm_log_id: int, worker: str) -> claims.Claim | None:
+    async with claims.autocommit(world.resources.engine) as conn:
+        return await claims.claim_private_reply(
+            conn,
+            dm_log_id=dm_log_id,
+            worker_id=worker,
+            request_kind="text",
+            message_text="hi",
+            month=usage_month(),
+        )
+
+
+async def test_sixteen_concurrent_claims_on_one_leg_one_wins(world: World) -> None:
+    row = await world.comment()
+    results = await asyncio.gather(*(_claim(world, row.id, f"w{i}") for i in range(16)))
+    won = [r for r in results if r is not None and r.won]
+    assert len(won) == 1
+    assert all(r is None for r in results if r not in won)
+    log = await world.log(row.id)
+    assert log.pr_state is LegState.IN_FLIGHT
+    assert log.pr_attempts == 1
+    assert len(await world.attempts(row.id)) == 1
+    async with claims.autocommit(world.resources.engine) as conn:
+        assert (await usage(conn, world.workspace_id)).reserved == 1
+
+
+async def test_the_attempt_budget_holds_across_separate_jobs(world: World) -> None:
+    row = await world.comment()
+    world.admin.add_fault("messages", "reject", code=4)
+    for attempt in (1, 2, 3):
+        report = await process_comment(world.resources, worker_id=f"job{attempt}", dm_log_id=row.id)
+        log = await world.log(row.id)
+        assert log.pr_attempts == attempt
+        if attempt < 3:
+            assert report.private == "PENDING"
+            assert log.pr_next_attempt_at is not None
+            # A job arriving before the retry time (a duplicate, the relay) does nothing.
+            early = await process_comment(world.resources, worker_id="early", dm_log_id=row.id)
+            assert early.private is None
+            assert "nothing due" in early.notes
+            await world.execute(
+                "UPDATE dm_logs SET pr_next_attempt_at = now() - interval '1 s' WHERE id = :id",
+                id=row.id,
+            )
+    assert (await world.log(row.id)).pr_state is LegState.FAILED
+    late = await process_comment(world.resources, worker_id="job4", dm_log_id=row.id)
+    assert late.private is None
+    assert world.stats(row.trigger_id)["send_requests"] == 3
+    assert len(await world.attempts(row.id)) == 3
+    async with claims.autocommit(world.resources.engine) as conn:
+        assert (await usage(conn, world.workspace_id)).reserved == 0  # given back each time
+
+
+async def test_two_comments_of_one_person_at_once_get_one_dm(world: World) -> None:
+    first = await world.comment("marco_rossi", "RECIPE")
+    second = await world.comment("marco_rossi", "recipe pls")
+    reports = await asyncio.gather(
+        process_comment(world.resources, worker_id="a", dm_log_id=first.id),
+        process_comment(world.resources, worker_id="b", dm_log_id=second.id),
+    )
+    assert sorted(str(r.private) for r in reports) == ["SENT", "SKIPPED_DEDUP"]
+    assert len(world.inbox("marco_rossi")) == 1
+
+
+async def test_a_definite_failure_frees_the_person_for_a_later_comment(world: World) -> None:
+    first = await world.comment("olga.petrova")
+    world.admin.add_fault("messages", "reject", code=551, times=1)
+    assert (await process_comment(world.resources, worker_id="a", dm_log_id=first.id)).private == (
+        "FAILED"
+    )
+    second = await world.comment("olga.petrova", "RECIPE again")
+    assert (await process_comment(world.resources, worker_id="a", dm_log_id=second.id)).private == (
+        "SENT"
+    )
+
+
+async def test_once_per_person_off_lets_every_comment_through(world: World) -> None:
+    campaign = await world.campaign(name="Every time", once_per_person=False)
+    rows = [await world.comment("zoe.lefevre", campaign_id=campaign) for _ in range(2)]
+    for row in rows:
+        report = await process_comment(world.resources, worker_id="a", dm_log_id=row.id)
+        assert report.private == "SENT"
+    assert len(world.inbox("zoe.lefevre")) == 2
+
+
+async def test_a_person_claim_left_by_a_dead_row_can_be_taken_over(world: World) -> None:
+    first = await world.comment("priya.cooks")
+    assert (await _claim(world, first.id, "w")) is not None
+    # As if the worker died after the claim and the row was later settled without the
+    # person claim being removed.
+    await world.execute("UPDATE dm_logs SET pr_state = 'FAILED' WHERE id = :id", id=first.id)
+    second = await world.comment("priya.cooks", "RECIPE 2", age=timedelta(seconds=1))
+    claim = await _claim(world, second.id, "w")
+    assert claim is not None
+    assert claim.won
