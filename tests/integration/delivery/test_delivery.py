@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from sqlalchemy import text
+
 from app.db.models import AttemptClass, LegState
 from app.delivery.process_comment import process_comment
 from tests.integration.delivery.conftest import World
@@ -31,3 +33,62 @@ async def test_a_comment_gets_exactly_one_private_reply(world: World) -> None:
     assert all(r.private is None for r in again)
     assert world.stats(row.trigger_id)["send_requests"] == 1
     assert len(world.inbox("jane.doe")) == 1
+
+
+async def test_stale_claims_become_unconfirmed_and_get_an_inbox_check(world: World) -> None:
+    from app.delivery import claims, sweeps
+    from app.delivery.quota import usage_month
+    from app.delivery.verify import verify_unconfirmed
+
+    row = await world.comment("lucia.mendez")
+    async with claims.autocommit(world.resources.engine) as conn:
+        claim = await claims.claim_private_reply(
+            conn,
+            dm_log_id=row.id,
+            worker_id="dead-worker",
+            request_kind="text",
+            message_text="Hi lucia.mendez! Here it is:",
+            month=usage_month(),
+        )
+        assert claim is not None
+        assert claim.won
+        fresh = await sweeps.sweep_stale_claims(conn, None, older_than_s=60)
+        assert fresh.private == []
+        await conn.execute(text("UPDATE dm_logs SET pr_claimed_at = now() - interval '2 minutes'"))
+        swept = await sweeps.sweep_stale_claims(conn, world.resources.queue, older_than_s=60)
+    assert swept.private == [row.id]
+    log = await world.log(row.id)
+    assert log.pr_state is LegState.UNCONFIRMED
+    assert log.pr_error_message
+    assert "no outcome was recorded" in log.pr_error_message
+    [attempt] = await world.attempts(row.id)
+    assert attempt.classification is AttemptClass.AMBIGUOUS
+    assert attempt.finished_at
+    # Nothing was actually sent: the inbox check says so and the leg stays UNCONFIRMED.
+    result = await verify_unconfirmed(world.resources, row.id)
+    assert result.status == "not_found"
+    log = await world.log(row.id)
+    assert log.pr_state is LegState.UNCONFIRMED
+    assert log.pr_evidence is not None
+    assert log.pr_evidence["inbox_check"]["result"] == "not_found"
+    assert "checked_at" in log.pr_evidence["inbox_check"]
+    assert (await process_comment(world.resources, worker_id="w", dm_log_id=row.id)).private is None
+    assert world.stats(row.trigger_id)["send_requests"] == 0
+
+
+async def test_repeated_enqueues_and_the_relay_send_once(world: World) -> None:
+    from app.delivery import claims, sweeps
+    from app.delivery.scheduling import enqueue_delivery
+
+    row = await world.comment("yamada.hanako")
+    queue = world.resources.queue
+    assert await enqueue_delivery(queue, row.id)
+    assert await enqueue_delivery(queue, row.id)  # coalesced with the waiting job
+    assert await queue.count("queued") == 1
+    async with claims.autocommit(world.resources.engine) as conn:
+        relayed = await sweeps.relay_due_work(conn, queue, grace_s=0)
+    assert relayed.enqueued == 1
+    assert await queue.count("queued") == 1, "the relay's key matches the waiting job"
+    for _ in range(3):
+        await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    assert len(world.inbox("yamada.hanako")) == 1

@@ -1,0 +1,140 @@
+"""The hourly private-reply budget (Redis) and the monthly quota (Postgres), raced for real."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from redis.asyncio import Redis
+
+from app.db.models import LegState
+from app.delivery import claims, quota
+from app.delivery.process_comment import process_comment
+from app.delivery.rate_limit import BudgetFull, HourlyBudget, Slot
+from tests.integration.delivery.conftest import World
+
+
+async def test_budget_admits_exactly_the_limit_under_a_race(world: World) -> None:
+    redis: Redis = world.resources.redis
+    budget = HourlyBudget(redis, limit=5, window_s=60)
+    results = await asyncio.gather(*(budget.reserve(1) for _ in range(40)))
+    slots = [r for r in results if isinstance(r, Slot)]
+    full = [r for r in results if isinstance(r, BudgetFull)]
+    assert len(slots) == 5
+    assert len(full) == 35
+    assert all(0 < r.wait_s <= 60 for r in full)
+    assert await budget.used(1) == 5
+    await budget.release(slots[0])
+    assert isinstance(await budget.reserve(1), Slot)
+    assert isinstance(await budget.reserve(2), Slot), "budgets are per account"
+
+
+async def test_budget_frees_as_the_window_slides(world: World) -> None:
+    budget = HourlyBudget(world.resources.redis, limit=1, window_s=0.5)
+    assert isinstance(await budget.reserve(7), Slot)
+    full = await budget.reserve(7)
+    assert isinstance(full, BudgetFull)
+    await asyncio.sleep(full.wait_s + 0.05)
+    assert isinstance(await budget.reserve(7), Slot)
+
+
+async def test_a_full_budget_reschedules_and_a_closing_window_skips(world: World) -> None:
+    budget = HourlyBudget(
+        world.resources.redis, limit=world.resources.settings.private_replies_per_hour
+    )
+    for _ in range(world.resources.settings.private_replies_per_hour):
+        await budget.reserve(world.account_id)
+    waiting = await world.comment("jane.doe")
+    report = await process_comment(world.resources, worker_id="w", dm_log_id=waiting.id)
+    assert report.private == "waiting for budget"
+    log = await world.log(waiting.id)
+    assert log.pr_state is LegState.PENDING
+    assert log.pr_attempts == 0
+    assert log.pr_next_attempt_at is not None
+    assert log.pr_next_attempt_at - log.created_at > timedelta(minutes=59)
+    # A comment whose 7-day window closes before a slot frees is not kept waiting.
+    late = await world.comment("marco_rossi", age=timedelta(days=6, hours=23, minutes=30))
+    report = await process_comment(world.resources, worker_id="w", dm_log_id=late.id)
+    assert report.private == "SKIPPED_WINDOW_EXPIRED"
+    assert world.stats(waiting.trigger_id)["send_requests"] == 0
+
+
+async def test_quota_is_taken_by_exactly_as_many_as_it_allows(world: World) -> None:
+    await world.execute("UPDATE workspaces SET monthly_dm_quota = 3")
+    limited = world
+    async with claims.autocommit(world.resources.engine) as conn:
+
+        async def one() -> bool:
+            async with claims.autocommit(world.resources.engine) as own:
+                return await quota.reserve(own, limited.workspace_id)
+
+        results = await asyncio.gather(*(one() for _ in range(12)))
+        assert sum(results) == 3
+        assert (await quota.usage(conn, limited.workspace_id)).remaining == 0
+        await quota.release(conn, limited.workspace_id, quota.usage_month())
+        assert (await quota.usage(conn, limited.workspace_id)).reserved == 2
+
+
+async def test_quota_exhausted_skips_and_definite_rejections_give_it_back(world: World) -> None:
+    await world.execute("UPDATE workspaces SET monthly_dm_quota = 1")
+    limited = world
+    rejected = await limited.comment("jane.doe")
+    limited.admin.add_fault("messages", "reject", code=551, times=1)
+    assert (
+        await process_comment(limited.resources, worker_id="w", dm_log_id=rejected.id)
+    ).private == "FAILED"
+    sent = await limited.comment("marco_rossi")
+    assert (
+        await process_comment(limited.resources, worker_id="w", dm_log_id=sent.id)
+    ).private == "SENT"
+    over = await limited.comment("olga.petrova")
+    report = await process_comment(limited.resources, worker_id="w", dm_log_id=over.id)
+    assert report.private == "SKIPPED_QUOTA"
+    assert limited.stats(over.trigger_id)["send_requests"] == 0
+    # An ambiguous send keeps its quota.
+    async with claims.autocommit(world.resources.engine) as conn:
+        assert (await quota.usage(conn, limited.workspace_id)).reserved == 1
+
+
+async def test_public_reply_leg_is_independent(world: World) -> None:
+    campaign = await world.campaign(
+        name="With public reply", public_reply_enabled=True, public_replies=["Check your DMs 📩"]
+    )
+    row = await world.comment(campaign_id=campaign, public=True)
+    world.admin.add_fault("messages", "reject", code=551)
+    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    assert (report.public, report.private) == ("SENT", "FAILED")
+    log = await world.log(row.id)
+    assert log.pub_state is LegState.SENT
+    assert log.pub_reply_id
+    assert log.pub_text
+    replies = world.admin.replies(comment_id=row.trigger_id)
+    assert [r["text"] for r in replies] == ["Check your DMs 📩"]
+    await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    assert len(world.admin.replies(comment_id=row.trigger_id)) == 1
+
+
+async def test_public_reply_failure_does_not_block_the_dm(world: World) -> None:
+    campaign = await world.campaign(
+        name="Public", public_reply_enabled=True, public_replies=["Sent!", "Check DMs"]
+    )
+    row = await world.comment(campaign_id=campaign, public=True)
+    world.admin.add_fault("replies", "deliver_then_error", code=1, times=1)
+    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    assert (report.public, report.private) == ("UNCONFIRMED", "SENT")
+
+
+async def test_inactive_campaign_and_paused_account_skip(world: World) -> None:
+    row = await world.comment()
+    await world.execute("UPDATE campaigns SET status = 'paused'")
+    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    assert report.private == "SKIPPED_CAMPAIGN_INACTIVE"
+    await world.execute("UPDATE campaigns SET status = 'active'")
+    await world.execute("UPDATE instagram_accounts SET status = 'paused'")
+    other = await world.comment("marco_rossi")
+    report = await process_comment(world.resources, worker_id="w", dm_log_id=other.id)
+    assert report.private == "SKIPPED_ACCOUNT_PAUSED"
+    expired = await world.comment("olga.petrova", age=timedelta(days=8))
+    await world.execute("UPDATE instagram_accounts SET status = 'active'")
+    report = await process_comment(world.resources, worker_id="w", dm_log_id=expired.id)
+    assert report.private == "SKIPPED_WINDOW_EXPIRED"
