@@ -19,10 +19,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import deque
@@ -36,7 +32,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 
 from sandbox.client import SandboxAdmin
-from tests.support.processes import ROOT, free_port, wait_until
+from tests.support.processes import ROOT, Service, free_port, wait_until
 
 DEFAULT_LOG_DIR = ROOT / "test-results"
 
@@ -44,9 +40,7 @@ DEFAULT_LOG_DIR = ROOT / "test-results"
 @dataclass
 class SandboxProcess:
     port: int
-    env: dict[str, str]
-    log_path: Path
-    process: subprocess.Popen[bytes] | None = None
+    service: Service
     _admin: SandboxAdmin | None = field(default=None, repr=False)
 
     @property
@@ -65,25 +59,16 @@ class SandboxProcess:
 
     @property
     def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        return self.service.running
 
     def output(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return self.service.output()
 
     def stop(self, timeout: float = 10.0) -> int | None:
         if self._admin is not None:
             self._admin.close()
             self._admin = None
-        if self.process is None:
-            return None
-        if self.running:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
-        return self.process.returncode
+        return self.service.stop(timeout=timeout)
 
     def __enter__(self) -> Self:
         return self
@@ -108,17 +93,9 @@ def start_sandbox(
     port = port or free_port()
     extra = dict(env or {})
     extra.setdefault("SANDBOX_PUBLIC_URL", f"http://127.0.0.1:{port}")
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"sandbox-{port}.log"
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "sandbox", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=ROOT,
-            env={**os.environ, **extra},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    started = SandboxProcess(port=port, env=extra, log_path=log_path, process=process)
+    args = ["-m", "sandbox", "--host", "127.0.0.1", "--port", str(port)]
+    service = Service("sandbox", args, extra, log_dir / f"sandbox-{port}.log").start()
+    started = SandboxProcess(port=port, service=service)
 
     def healthy() -> bool:
         if not started.running:
