@@ -9,7 +9,7 @@ DEV_DB ?= oncereply
 E2E_FLAGS := --screenshot only-on-failure --output test-results/playwright
 
 .PHONY: help install services env migrate dev web worker sandbox test lint format typecheck \
-        migrate-check unit integration e2e chromium clean
+        migrate-check unit integration e2e chromium clean bench-deliver chaos
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -70,6 +70,8 @@ dev: install services .env migrate ## run web (:8000), worker and the Instagram 
 test: install services chromium lint typecheck migrate-check ## everything CI runs: lint, types, migrations, unit + integration, e2e
 	@$(RUN) pytest tests/unit tests/integration -q
 	@$(RUN) pytest tests/e2e -q $(E2E_FLAGS)
+	@mkdir -p test-results && $(RUN) python -m bench.chaos --smoke > test-results/chaos.json \
+	  && echo "chaos run: ok" || { cat test-results/chaos.json; exit 1; }
 
 lint: ## ruff check and format check
 	@$(RUN) ruff check --quiet .
@@ -101,6 +103,12 @@ e2e: install services chromium ## browser tests in Debian's Chromium
 chromium: ## install Debian's chromium when it is absent (never `playwright install`)
 	@command -v chromium >/dev/null || { echo "installing Debian's chromium"; \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }
+
+bench-deliver: install services ## delivery benchmark: N comments through one worker process (JSON)
+	@$(RUN) python -m bench.deliver $(if $(SMOKE),--smoke,)
+
+chaos: install services ## random faults + a worker SIGKILL; fails on any duplicate or lost DM (JSON)
+	@$(RUN) python -m bench.chaos $(if $(SMOKE),--smoke,)
 
 clean: ## remove caches and test output
 	rm -rf .pytest_cache .mypy_cache .ruff_cache test-results

@@ -29,8 +29,10 @@ class Resources:
     graph: GraphClient
 
     @classmethod
-    async def open(cls, settings: Settings, *, db_pool_size: int = 10) -> Resources:
-        engine = create_engine(settings.database_url, pool_size=db_pool_size)
+    async def open(
+        cls, settings: Settings, *, db_pool_size: int = 10, db_pre_ping: bool = True
+    ) -> Resources:
+        engine = create_engine(settings.database_url, pool_size=db_pool_size, pre_ping=db_pre_ping)
         # SAQ closes the client it is given on disconnect, so it gets its own.
         queue = Queue.from_url(settings.redis_url, name=settings.queue_name)
         await queue.connect()

@@ -70,8 +70,12 @@ def build_worker(settings: Settings, *, worker_id: str | None = None) -> Drainin
     identity = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
     async def startup(ctx: dict[str, Any]) -> None:
+        # No pre-ping: worker connections are in constant use, and a pre-ping is a round trip
+        # on every checkout (two per delivery). A connection that died (a database restart)
+        # fails its first statement instead: before a claim that sends nothing and the relay
+        # retries; after a send the delivery records its outcome on a fresh connection.
         resources = await Resources.open(
-            settings, db_pool_size=min(settings.worker_concurrency, 20)
+            settings, db_pool_size=min(settings.worker_concurrency, 20), db_pre_ping=False
         )
         state = WorkerState(worker_id=identity, resources=resources, started_at=time.time())
         ctx["state"] = state

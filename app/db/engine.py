@@ -10,12 +10,14 @@ from sqlalchemy.ext.asyncio import (
 )
 
 
-def create_engine(database_url: str, *, pool_size: int = 10, max_overflow: int = 10) -> AsyncEngine:
+def create_engine(
+    database_url: str, *, pool_size: int = 10, max_overflow: int = 10, pre_ping: bool = True
+) -> AsyncEngine:
     return create_async_engine(
         database_url,
         pool_size=pool_size,
         max_overflow=max_overflow,
-        pool_pre_ping=True,
+        pool_pre_ping=pre_ping,
         # A connection stuck behind a dead server must fail fast, not hold a request forever.
         connect_args={"connect_timeout": 5},
     )

@@ -1,0 +1,308 @@
+"""Delivery benchmark: N stored comments through ONE worker process against the sandbox.
+
+    uv run python -m bench.deliver            # 5,000 comments
+    uv run python -m bench.deliver --smoke    # 300 comments, a few seconds
+
+Sets up a scratch PostgreSQL database, a reserved Redis db and a sandbox subprocess with no
+added latency (its own rate limits lifted), stores one account, one campaign and N `dm_logs`
+rows as ingestion would, enqueues N `process_comment` jobs, then starts one worker process
+and waits until every row is SENT. Prints one JSON document:
+
+- `deliveries_per_s`: N divided by the time from the first claim to the last recorded send
+  (both stamped by PostgreSQL, so worker start-up is not counted);
+- `sql`: counted inside the worker process (this module's `--worker-process` mode installs
+  SQLAlchemy listeners, with the crons off so only deliveries are counted): statements per
+  delivery, pool checkouts (each one a pre-ping round trip), BEGIN/COMMIT/ROLLBACK on
+  non-autocommit connections, their sum as database round trips per delivery, and the
+  server's own transaction count from `pg_stat_database` as a cross-check.
+
+Targets: ≥ 250 deliveries/s per worker process; ≤ 4 database round trips per delivery.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from tests.support.infra import TestDatabase, TestRedis, base_env
+from tests.support.processes import Service
+from tests.support.sandbox_process import start_sandbox
+
+LOG_DIR = Path(tempfile.gettempdir()) / "oncereply-bench"
+QUEUE = "bench-deliver"
+ACCOUNT = "sunny.bakes"
+ACCOUNT_IG_ID = "17841458120395731"
+MEDIA_ID = "17918195224117851"
+FANS = 25
+
+
+def seed(database_url: str, token: str, encryption_key: str) -> tuple[int, int, int]:
+    from app.crypto import TokenCipher
+    from app.db.models import InstagramAccount
+    from app.instagram.tokens import seal_access_token
+
+    sealed = InstagramAccount(ig_user_id=ACCOUNT_IG_ID)
+    seal_access_token(TokenCipher(bytes.fromhex(encryption_key)), sealed, token)
+    now = datetime.now(UTC)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        workspace = conn.execute(
+            "INSERT INTO workspaces (name) VALUES ('bench') RETURNING id"
+        ).fetchone()
+        account = conn.execute(
+            "INSERT INTO instagram_accounts (workspace_id, ig_user_id, username, "
+            "token_ciphertext, token_key_id, token_issued_at, token_expires_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            (
+                workspace[0],
+                ACCOUNT_IG_ID,
+                ACCOUNT,
+                sealed.token_ciphertext,
+                sealed.token_key_id,
+                now - timedelta(days=2),
+                now + timedelta(days=58),
+            ),
+        ).fetchone()
+        campaign = conn.execute(
+            "INSERT INTO campaigns (workspace_id, account_id, name, status, scope, keywords, "
+            "dm_text, once_per_person) VALUES (%s, %s, 'bench', 'active', 'any_post', "
+            "'{recipe}', 'Hi {username}! The recipe: {link}', false) RETURNING id",
+            (workspace[0], account[0]),
+        ).fetchone()
+    if workspace is None or account is None or campaign is None:
+        raise RuntimeError("seeding the bench database failed")
+    return workspace[0], account[0], campaign[0]
+
+
+def store_comments(
+    database_url: str, ids: tuple[int, int, int], comments: list[dict[str, Any]]
+) -> list[int]:
+    workspace, account, campaign = ids
+    deadline = datetime.now(UTC) + timedelta(days=7)
+    with psycopg.connect(database_url, autocommit=True) as conn, conn.cursor() as cur:
+        rows = [
+            (
+                workspace,
+                account,
+                campaign,
+                c["id"],
+                c["from"]["id"],
+                c["from"]["username"],
+                c["text"],
+                MEDIA_ID,
+                deadline,
+            )
+            for c in comments
+        ]
+        cur.executemany(
+            "INSERT INTO dm_logs (workspace_id, account_id, campaign_id, campaign_version, "
+            "trigger_kind, trigger_id, recipient_id, recipient_username, trigger_text, "
+            "media_id, deadline_at) VALUES (%s, %s, %s, 1, 'comment', %s, %s, %s, %s, %s, %s)",
+            rows,
+        )
+        return [row[0] for row in conn.execute("SELECT id FROM dm_logs ORDER BY id").fetchall()]
+
+
+async def enqueue_all(redis_url: str, dm_log_ids: list[int]) -> None:
+    from saq import Queue
+
+    from app.delivery.scheduling import enqueue_delivery
+
+    queue = Queue.from_url(redis_url, name=QUEUE)
+    await queue.connect()
+    try:
+        for start in range(0, len(dm_log_ids), 500):
+            chunk = dm_log_ids[start : start + 500]
+            await asyncio.gather(*(enqueue_delivery(queue, i) for i in chunk))
+    finally:
+        await queue.disconnect()
+
+
+def server_transactions(database_url: str, name: str) -> int:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute(
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s", (name,)
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+
+def wait_all_sent(database_url: str, count: int, timeout_s: float) -> dict[str, int]:
+    deadline = time.monotonic() + timeout_s
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        while True:
+            states = dict(
+                conn.execute("SELECT pr_state, count(*) FROM dm_logs GROUP BY 1").fetchall()
+            )
+            if states.get("SENT", 0) >= count or time.monotonic() > deadline:
+                return states
+            if sum(v for k, v in states.items() if k not in ("PENDING", "IN_FLIGHT")) >= count:
+                return states
+            time.sleep(0.1)
+
+
+def run(n: int) -> dict[str, Any]:
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    database = TestDatabase.create()
+    redis = TestRedis.reserve()
+    try:
+        database.migrate()
+        with start_sandbox(log_dir=LOG_DIR) as sandbox:
+            admin = sandbox.admin
+            admin.update_settings(sends_per_second=10**9, private_replies_per_hour=10**9)
+            token = admin.mint_token(ACCOUNT, age_seconds=2 * 86400)["access_token"]
+            env = base_env(database.url, redis.url)
+            ids = seed(database.url, token, env["ENCRYPTION_KEY"])
+            fans = [f"bench.fan{i}" for i in range(FANS)]
+            for fan in fans:
+                admin.add_fan(fan)
+            comments = [admin.fan_comment(fans[i % FANS], MEDIA_ID, "RECIPE") for i in range(n)]
+            dm_log_ids = store_comments(database.url, ids, comments)
+            asyncio.run(enqueue_all(redis.url, dm_log_ids))
+
+            counts_file = LOG_DIR / f"deliver-counts-{os.getpid()}.json"
+            worker_env = {
+                **env,
+                "GRAPH_API_BASE": sandbox.graph_base,
+                "PRIVATE_REPLIES_PER_HOUR": "100000",
+                "QUEUE_NAME": QUEUE,
+                "BENCH_COUNTS_FILE": str(counts_file),
+                **(
+                    {"BENCH_PROFILE": os.environ["BENCH_PROFILE"]}
+                    if "BENCH_PROFILE" in os.environ
+                    else {}
+                ),
+            }
+            xact_before = server_transactions(database.url, database.name)
+            worker = Service(
+                "bench-worker",
+                ["-m", "bench.deliver", "--worker-process"],
+                worker_env,
+                LOG_DIR / f"deliver-worker-{os.getpid()}.log",
+            ).start()
+            try:
+                states = wait_all_sent(database.url, n, timeout_s=max(60.0, n / 20))
+            finally:
+                worker.stop()
+            time.sleep(1.0)  # let the server publish its statistics
+            xact_after = server_transactions(database.url, database.name)
+            with psycopg.connect(database.url, autocommit=True) as conn:
+                row = conn.execute(
+                    "SELECT min(pr_claimed_at), max(pr_sent_at), count(*) FILTER "
+                    "(WHERE pr_state = 'SENT') FROM dm_logs"
+                ).fetchone()
+            first_claim, last_sent, sent = row if row is not None else (None, None, 0)
+            counted = json.loads(counts_file.read_text()) if counts_file.exists() else {}
+            delivered_messages = len(admin.messages(account=ACCOUNT))
+    finally:
+        redis.release()
+        database.drop()
+    span = (last_sent - first_claim).total_seconds() if first_claim and last_sent else 0.0
+    statements = counted.get("statements", 0)
+    checkouts = counted.get("checkouts", 0)
+    pings = counted.get("pings", 0)
+    tx_commands = counted.get("begin", 0) + counted.get("commit", 0) + counted.get("rollback", 0)
+    per = max(sent, 1)
+    return {
+        "benchmark": "deliver",
+        "comments": n,
+        "sent": sent,
+        "states": states,
+        "messages_in_sandbox": delivered_messages,
+        "seconds_first_claim_to_last_send": round(span, 3),
+        "deliveries_per_s": round(sent / span, 1) if span else None,
+        "sql": {
+            "statements_per_delivery": round(statements / per, 2),
+            "pool_checkouts_per_delivery": round(checkouts / per, 2),
+            "pre_pings_per_delivery": round(pings / per, 2),
+            "begin_commit_rollback_per_delivery": round(tx_commands / per, 2),
+            "round_trips_per_delivery": round((statements + pings + tx_commands) / per, 2),
+            "server_transactions_per_delivery": round((xact_after - xact_before) / per, 2),
+            "jobs_counted": counted.get("jobs"),
+        },
+        "targets": {"deliveries_per_s": 250, "round_trips_per_delivery": 4},
+        "worker_concurrency": 32,
+    }
+
+
+def worker_process() -> int:
+    """`--worker-process`: the product's worker, with SQL counters and no crons."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Connection, Engine
+    from sqlalchemy.pool import Pool
+
+    import worker.jobs
+    from app.logs import configure_logging
+    from app.settings import load_settings
+    from worker.runner import build_worker
+
+    counts: Counter[str] = Counter()
+
+    def autocommit(conn: Connection) -> bool:
+        return conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
+
+    @event.listens_for(Engine, "before_cursor_execute")
+    def _statement(*_: Any) -> None:
+        counts["statements"] += 1
+
+    @event.listens_for(Pool, "checkout")
+    def _checkout(_dbapi: Any, _record: Any, proxy: Any) -> None:
+        counts["checkouts"] += 1
+        # Each checkout is also a round trip when the pool pre-pings.
+        counts["pings"] += int(bool(getattr(getattr(proxy, "_pool", None), "_pre_ping", False)))
+
+    for name in ("begin", "commit", "rollback"):
+
+        def listener(conn: Connection, *_: Any, _name: str = name) -> None:
+            if not autocommit(conn):
+                counts[_name] += 1
+
+        event.listen(Engine, name, listener)
+
+    worker.jobs.CRONS.clear()  # count the deliveries' own statements only
+    settings = load_settings()
+    configure_logging("WARNING")
+    built = build_worker(settings)
+
+    async def count_job(_: dict[str, Any]) -> None:
+        counts["jobs"] += 1
+
+    built.after_process = [*(built.after_process or []), count_job]
+    profile_to = os.environ.get("BENCH_PROFILE")
+    try:
+        if profile_to:
+            import cProfile
+
+            cProfile.runctx("asyncio.run(built.start())", globals(), locals(), profile_to)
+        else:
+            asyncio.run(built.start())
+    finally:
+        Path(os.environ["BENCH_COUNTS_FILE"]).write_text(json.dumps(dict(counts)))
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=5000, help="comments to deliver")
+    parser.add_argument("--smoke", action="store_true", help="300 comments, a few seconds")
+    parser.add_argument("--worker-process", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker_process:
+        return worker_process()
+    result = run(300 if args.smoke else args.n)
+    print(json.dumps(result, indent=2, default=str))
+    return 0 if result["sent"] == result["comments"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
