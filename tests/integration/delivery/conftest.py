@@ -27,6 +27,7 @@ from app.db.models import (
     TriggerKind,
     Workspace,
 )
+from app.delivery.retry import RetryResult, request_retry
 from app.instagram.tokens import seal_access_token
 from app.resources import Resources
 from app.settings import Settings, load_settings
@@ -158,6 +159,19 @@ class World:
         async with self.resources.sessionmaker() as session:
             await session.execute(text(sql), params)
             await session.commit()
+
+    async def retry(
+        self, dm_log_id: int, *, confirm: bool, workspace_id: int | None = None
+    ) -> RetryResult:
+        """The dashboard's Retry button, as its controller calls it."""
+        async with self.resources.sessionmaker() as session:
+            return await request_retry(
+                session,
+                self.resources.queue,
+                workspace_id=self.workspace_id if workspace_id is None else workspace_id,
+                dm_log_id=dm_log_id,
+                confirm_unconfirmed=confirm,
+            )
 
     def stats(self, comment_id: str) -> dict[str, Any]:
         stats: dict[str, Any] = self.admin.comment_stats(comment_id)

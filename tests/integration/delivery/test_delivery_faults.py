@@ -16,7 +16,7 @@ from sqlalchemy import select
 from app.db.models import AccountStatus, AttemptClass, InstagramAccount, LegState, OperationalEvent
 from app.delivery import claims, sweeps
 from app.delivery.process_comment import process_comment
-from app.delivery.retry import RetryStatus, request_retry
+from app.delivery.retry import RetryStatus
 from app.delivery.verify import verify_unconfirmed
 from tests.integration.delivery.conftest import SEND_TIMEOUT_S, World
 
@@ -258,32 +258,13 @@ async def test_manual_retry_of_an_unconfirmed_send_confirmed_by_2534025(world: W
     row = await world.comment()
     world.admin.add_fault("messages", "deliver_then_error", code=1, times=1)
     await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
-    async with world.resources.sessionmaker() as session:
-        refused = await request_retry(
-            session,
-            world.resources.queue,
-            workspace_id=world.workspace_id,
-            dm_log_id=row.id,
-            confirm_unconfirmed=False,
-        )
-        assert refused.status is RetryStatus.NEEDS_CONFIRMATION
-        other = await request_retry(
-            session,
-            world.resources.queue,
-            workspace_id=world.workspace_id + 1,
-            dm_log_id=row.id,
-            confirm_unconfirmed=True,
-        )
-        assert other.status is RetryStatus.NOT_FOUND
-        queued = await request_retry(
-            session,
-            world.resources.queue,
-            workspace_id=world.workspace_id,
-            dm_log_id=row.id,
-            confirm_unconfirmed=True,
-        )
-        assert queued.status is RetryStatus.QUEUED
-        assert queued.enqueued
+    refused = await world.retry(row.id, confirm=False)
+    assert refused.status is RetryStatus.NEEDS_CONFIRMATION
+    other = await world.retry(row.id, confirm=True, workspace_id=world.workspace_id + 1)
+    assert other.status is RetryStatus.NOT_FOUND
+    queued = await world.retry(row.id, confirm=True)
+    assert queued.status is RetryStatus.QUEUED
+    assert queued.enqueued
     report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
     assert report.private == "SENT"
     log = await world.log(row.id)
@@ -293,14 +274,7 @@ async def test_manual_retry_of_an_unconfirmed_send_confirmed_by_2534025(world: W
     assert log.pr_attempts == 2
     assert log.pr_attempt_limit == 4
     assert len(world.inbox("jane.doe")) == 1
-    async with world.resources.sessionmaker() as session:
-        again = await request_retry(
-            session,
-            world.resources.queue,
-            workspace_id=world.workspace_id,
-            dm_log_id=row.id,
-            confirm_unconfirmed=True,
-        )
+    again = await world.retry(row.id, confirm=True)
     assert again.status is RetryStatus.NOT_RETRYABLE
     assert again.state is LegState.SENT
 
@@ -315,14 +289,7 @@ async def test_manual_retry_of_a_failed_send_gets_a_fresh_budget(world: World) -
         )
     assert (await world.log(row.id)).pr_state is LegState.FAILED
     world.admin.remove_fault(fault["id"])
-    async with world.resources.sessionmaker() as session:
-        result = await request_retry(
-            session,
-            world.resources.queue,
-            workspace_id=world.workspace_id,
-            dm_log_id=row.id,
-            confirm_unconfirmed=False,
-        )
+    result = await world.retry(row.id, confirm=False)
     assert result.status is RetryStatus.QUEUED
     assert (await process_comment(world.resources, worker_id="w", dm_log_id=row.id)).private == (
         "SENT"
