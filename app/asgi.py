@@ -25,6 +25,7 @@ from app.web.errors import http_exception_handler, internal_error_handler
 from app.web.health import HealthController
 from app.web.home import home
 from app.web.templating import template_config
+from app.web.webhooks import instagram_webhook, webhook_intake_lifespan
 
 STATIC_DIR = Path(__file__).resolve().parents[1] / "static"
 
@@ -45,9 +46,11 @@ def create_app(settings: Settings | None = None) -> Litestar:
         route_handlers=[
             HealthController,
             home,
+            instagram_webhook,
             create_static_files_router(path="/static", directories=[STATIC_DIR], name="static"),
         ],
-        lifespan=[lifespan],
+        # Entered in order, left in reverse: the webhook intake stops before the resources.
+        lifespan=[lifespan, webhook_intake_lifespan],
         dependencies={
             "resources": Provide(provide_resources, sync_to_thread=False),
             "db_session": Provide(provide_db_session),

@@ -9,10 +9,15 @@ coalesce jobs while one is queued or running; the durable dedupe is in Postgres.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from saq import Job, Queue
+from saq import Job, Queue, Status
+from saq.queue.redis import RedisQueue
+from saq.utils import now as saq_now
+
+_PIPELINE_CHUNK = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +41,8 @@ JOB_SPECS: dict[str, JobSpec] = {
     "sweep_stale_claims": JobSpec(timeout=60),
     "relay_due_work": JobSpec(timeout=120),
     "refresh_tokens": JobSpec(timeout=600),
+    # Re-enqueues stored webhook events whose ingest job never reached Redis.
+    "outbox_relay": JobSpec(timeout=60),
 }
 
 
@@ -48,10 +55,51 @@ async def enqueue(
     **kwargs: Any,
 ) -> Job | None:
     """Enqueue job `name` with its registered options; `None` means an equal key is pending."""
+    return await queue.enqueue(_job(name, key, scheduled, kwargs))
+
+
+async def enqueue_many(
+    queue: Queue, name: str, jobs: Sequence[tuple[str, Mapping[str, Any]]]
+) -> int:
+    """Enqueue one job `name` per `(key, kwargs)`; returns how many were new (not pending).
+
+    SAQ enqueues one job per Redis round trip (and formats a log line for each even when the
+    level drops it): ~0.4 ms a job here. On Redis this sends SAQ's own enqueue script for
+    many jobs through one pipeline instead: the same atomic check-and-add per job, with the
+    same key semantics, at a small fraction of the cost.
+    """
+    prepared = [_job(name, key, 0, kwargs) for key, kwargs in jobs]
+    if not prepared:
+        return 0
+    added = 0
+    if getattr(queue, "_enqueue_script", None) is None:
+        # The ordinary way once: it registers SAQ's enqueue script, which the pipeline reuses.
+        added += await queue.enqueue(prepared.pop(0)) is not None
+    script = getattr(queue, "_enqueue_script", None)
+    if not isinstance(queue, RedisQueue) or script is None:
+        for job in prepared:
+            added += await queue.enqueue(job) is not None
+        return added
+    for start in range(0, len(prepared), _PIPELINE_CHUNK):
+        async with queue.redis.pipeline(transaction=False) as pipe:
+            for job in prepared[start : start + _PIPELINE_CHUNK]:
+                job.queue = queue
+                job.queued = saq_now()
+                job.status = Status.QUEUED
+                await script(
+                    keys=[queue._incomplete, job.id, queue._queued, job.abort_id],
+                    args=[queue.serialize(job), job.scheduled],
+                    client=pipe,
+                )
+            added += sum(1 for result in await pipe.execute() if result)
+    return added
+
+
+def _job(name: str, key: str | None, scheduled: float, kwargs: Mapping[str, Any]) -> Job:
     spec = JOB_SPECS[name]
-    job = Job(
+    return Job(
         function=name,
-        kwargs=kwargs,
+        kwargs=dict(kwargs),
         key=key or uuid.uuid4().hex,
         timeout=spec.timeout,
         retries=spec.retries,
@@ -61,4 +109,3 @@ async def enqueue(
         ttl=spec.ttl,
         scheduled=int(scheduled),
     )
-    return await queue.enqueue(job)

@@ -10,8 +10,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from app.delivery import outbox, sweeps, verify
 from app.delivery import process_comment as delivery
-from app.delivery import sweeps, verify
 from app.delivery.claims import autocommit
 from app.instagram.token_refresh import refresh_expiring_tokens
 from app.maintenance import retention
@@ -33,6 +33,17 @@ async def purge_expired(ctx: dict[str, Any]) -> dict[str, int]:
             purged.webhook_events,
         )
     return {"idempotency_keys": purged.idempotency_keys, "webhook_events": purged.webhook_events}
+
+
+async def ingest_event(ctx: dict[str, Any], *, event_ids: list[int]) -> dict[str, Any]:
+    return await outbox.run_ingest(state_of(ctx).resources, event_ids)
+
+
+async def outbox_relay(ctx: dict[str, Any]) -> dict[str, int]:
+    resources = state_of(ctx).resources
+    async with resources.sessionmaker() as session, session.begin():
+        relayed = await outbox.relay_outbox(session, resources)
+    return {"enqueued": relayed}
 
 
 async def process_comment(ctx: dict[str, Any], *, dm_log_id: int) -> dict[str, object]:
@@ -75,6 +86,8 @@ async def refresh_tokens(ctx: dict[str, Any]) -> dict[str, int]:
 
 FUNCTIONS: list[JobFunction] = [
     purge_expired,
+    ingest_event,
+    outbox_relay,
     process_comment,
     verify_unconfirmed,
     sweep_stale_claims,
@@ -85,6 +98,7 @@ FUNCTIONS: list[JobFunction] = [
 # (job name, croniter expression; a sixth field, when present, is seconds)
 CRONS: list[tuple[str, str]] = [
     ("purge_expired", "17 * * * *"),
+    ("outbox_relay", "* * * * * */20"),
     ("sweep_stale_claims", "* * * * * */15"),
     ("relay_due_work", "* * * * * */30"),
     ("refresh_tokens", "5 5 * * *"),

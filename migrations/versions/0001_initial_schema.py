@@ -64,6 +64,7 @@ def upgrade() -> None:
         sa.Column("reject_reason", sa.Text(), nullable=True),
         sa.Column("item_count", sa.Integer(), nullable=True),
         sa.Column("processed_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("relayed_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("details", postgresql.JSONB(astext_type=sa.Text()), nullable=True),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_webhook_events")),
     )

@@ -1,0 +1,1 @@
+"""Campaigns: which comments trigger which messages (`matching`), and loading them (`rules`)."""

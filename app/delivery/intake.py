@@ -1,0 +1,218 @@
+"""The web process's writer for incoming webhook events: group commit, then enqueue.
+
+A request hands its verified body to `WebhookIntake.store()` and waits until its row is
+committed: the 200 that follows is a promise that the event is durable. One background task
+takes every request waiting at that moment (up to `max_batch`) into one
+`INSERT … SELECT FROM unnest(…)` on a dedicated autocommit connection: one statement, one
+round trip, one commit for the whole group. Under load many events share a commit; when idle
+a request is written at once — there is no timer to wait for.
+
+Committed ids go to a second task that enqueues `ingest_event` jobs, one per group of
+consecutive events (at most `EVENTS_PER_JOB` events or `BYTES_PER_JOB` of bodies; at low
+traffic that is one job per POST), keyed `ingest:<first id>-<last id>`. The request does not
+wait for that: if Redis is down or the process dies first, the events are still in
+`webhook_events` with status `received`, and the outbox relay enqueues them later. Nothing
+here is a module global: the web app creates one intake in its lifespan and closes it on
+shutdown, after the last request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import psycopg
+from saq import Queue
+from sqlalchemy import func, insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db.models import WebhookEvent, WebhookStatus
+from app.queue import enqueue_many
+
+logger = logging.getLogger("oncereply.webhooks")
+
+INGEST_JOB = "ingest_event"
+EVENTS_PER_JOB = 100
+BYTES_PER_JOB = 1024 * 1024
+
+_INSERT_MANY = (
+    "INSERT INTO webhook_events (body, signature_key) "
+    "SELECT body, signature_key FROM unnest(%b::bytea[], %b::text[]) AS t(body, signature_key) "
+    "RETURNING id"
+)
+
+
+class IntakeUnavailableError(Exception):
+    """The event could not be stored (database down, too slow or overloaded): answer 503."""
+
+
+def ingest_job_key(event_ids: Sequence[int]) -> str:
+    return f"ingest:{event_ids[0]}-{event_ids[-1]}"
+
+
+def group_for_jobs(events: Sequence[tuple[int, int]]) -> list[list[int]]:
+    """Split `(event id, body size)` pairs into the id lists of successive ingest jobs."""
+    groups: list[list[int]] = []
+    current: list[int] = []
+    size = 0
+    for event_id, body_size in events:
+        if current and (len(current) >= EVENTS_PER_JOB or size + body_size > BYTES_PER_JOB):
+            groups.append(current)
+            current, size = [], 0
+        current.append(event_id)
+        size += body_size
+    if current:
+        groups.append(current)
+    return groups
+
+
+async def enqueue_ingest(queue: Queue, events: Sequence[tuple[int, int]]) -> int:
+    """Enqueue the ingest jobs for these `(event id, body size)` pairs; returns how many."""
+    jobs = [(ingest_job_key(ids), {"event_ids": ids}) for ids in group_for_jobs(events)]
+    return await enqueue_many(queue, INGEST_JOB, jobs)
+
+
+@dataclass(slots=True)
+class _Pending:
+    body: bytes
+    key_name: str
+    done: asyncio.Future[None]
+
+
+class WebhookIntake:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        queue: Queue,
+        *,
+        max_batch: int = 500,
+        max_waiting: int = 20_000,
+        store_timeout_s: float = 4.0,
+        enqueue_timeout_s: float = 5.0,
+    ) -> None:
+        self._engine = engine
+        self._conninfo = engine.url.set(drivername="postgresql").render_as_string(
+            hide_password=False
+        )
+        self._connection: psycopg.AsyncConnection[tuple[int]] | None = None
+        self._queue = queue
+        self._max_batch = max_batch
+        self._max_waiting = max_waiting
+        self._store_timeout_s = store_timeout_s
+        self._enqueue_timeout_s = enqueue_timeout_s
+        self._waiting: asyncio.Queue[_Pending] = asyncio.Queue()
+        self._to_enqueue: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._write_loop(), name="webhook-intake-writer"),
+            asyncio.create_task(self._enqueue_loop(), name="webhook-intake-enqueuer"),
+        ]
+
+    async def close(self) -> None:
+        """Stop after a last pass: committed events still get their enqueue attempt."""
+        writer, enqueuer = self._tasks
+        writer.cancel()
+        await asyncio.gather(writer, return_exceptions=True)
+        while not self._waiting.empty():
+            self._waiting.get_nowait().done.cancel()
+        try:
+            async with asyncio.timeout(self._enqueue_timeout_s):
+                await self._to_enqueue.join()
+        except TimeoutError:
+            logger.warning("%d events left for the outbox relay", self._to_enqueue.qsize())
+        enqueuer.cancel()
+        await asyncio.gather(enqueuer, return_exceptions=True)
+        if self._connection is not None:
+            await self._connection.close()
+
+    async def store(self, body: bytes, key_name: str) -> None:
+        """Return once the event is committed; `IntakeUnavailableError` when it cannot be."""
+        if self._waiting.qsize() >= self._max_waiting:
+            raise IntakeUnavailableError("too many events waiting to be written")
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.put_nowait(_Pending(body, key_name, done))
+        try:
+            async with asyncio.timeout(self._store_timeout_s):
+                await asyncio.shield(done)
+        except TimeoutError:
+            # The row may still be committed later; Meta's redelivery then makes a second
+            # event, which ingest turns into nothing new (the unique keys are the dedupe).
+            raise IntakeUnavailableError("the database did not answer in time") from None
+
+    async def store_rejected(self, body: bytes, key_name: str, reason: str) -> int:
+        """Keep a signed body we refuse (not JSON), for investigation; never ingested."""
+        statement = (
+            insert(WebhookEvent)
+            .values(
+                body=body,
+                signature_key=key_name,
+                status=WebhookStatus.REJECTED,
+                reject_reason=reason[:500],
+                processed_at=func.now(),
+            )
+            .returning(WebhookEvent.id)
+        )
+        async with self._engine.begin() as connection:
+            result = await connection.execute(statement)
+            return int(result.scalar_one())
+
+    async def _write_loop(self) -> None:
+        while True:
+            batch = [await self._waiting.get()]
+            while len(batch) < self._max_batch and not self._waiting.empty():
+                batch.append(self._waiting.get_nowait())
+            try:
+                ids = await self._insert(batch)
+            except Exception as exc:  # noqa: BLE001 - every waiting request learns of it
+                logger.warning("could not store %d webhook events: %s", len(batch), exc)
+                await self._drop_connection()
+                for pending in batch:
+                    if not pending.done.done():
+                        pending.done.set_exception(IntakeUnavailableError(str(exc)))
+                continue
+            for pending in batch:
+                if not pending.done.done():
+                    pending.done.set_result(None)
+            # Ids come back in insertion order; only their sizes matter for grouping jobs.
+            for event_id, pending in zip(sorted(ids), batch, strict=True):
+                self._to_enqueue.put_nowait((event_id, len(pending.body)))
+
+    async def _insert(self, batch: Sequence[_Pending]) -> list[int]:
+        if self._connection is None or self._connection.closed:
+            self._connection = await psycopg.AsyncConnection.connect(
+                self._conninfo, autocommit=True, connect_timeout=5
+            )
+        cursor = await self._connection.execute(
+            _INSERT_MANY, ([p.body for p in batch], [p.key_name for p in batch])
+        )
+        return [row[0] for row in await cursor.fetchall()]
+
+    async def _drop_connection(self) -> None:
+        if self._connection is not None:
+            try:
+                await self._connection.close()
+            except Exception:
+                logger.debug("closing a broken intake connection failed", exc_info=True)
+            self._connection = None
+
+    async def _enqueue_loop(self) -> None:
+        while True:
+            events = [await self._to_enqueue.get()]
+            while len(events) < self._max_batch and not self._to_enqueue.empty():
+                events.append(self._to_enqueue.get_nowait())
+            try:
+                async with asyncio.timeout(self._enqueue_timeout_s):
+                    await enqueue_ingest(self._queue, events)
+            except Exception as exc:  # noqa: BLE001 - the outbox relay picks these up
+                logger.warning(
+                    "could not enqueue ingest jobs for %d events (the outbox relay will): %s",
+                    len(events),
+                    exc,
+                )
+            finally:
+                for _ in events:
+                    self._to_enqueue.task_done()

@@ -1,0 +1,185 @@
+"""The webhook outbox in the worker: ingesting stored events, and relaying forgotten ones.
+
+`run_ingest` is the `ingest_event` job: one transaction for its events (`ingest.ingest_events`),
+commit, then one `process_comment` job per new delivery. A database or network failure is
+raised so SAQ retries the job later. Any other failure is treated as a poison event: the
+events are retried one by one, and an event that still fails alone is marked `rejected` with
+the error and reported, so one bad body can neither block the others nor loop forever.
+
+`relay_outbox` is the cron that makes "Redis was down" harmless: events still `received` a
+while after they arrived (their job never reached Redis, or was lost with it) are enqueued
+again. Jobs are keyed by their events, ingest skips events already processed or being
+processed, so a relayed event that was in fact queued costs one no-op job at most.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import EventLevel, WebhookEvent, WebhookStatus
+from app.delivery.alerts import record_throttled
+from app.delivery.ingest import EventsIngest, enqueue_deliveries, ingest_events
+from app.delivery.intake import enqueue_ingest
+from app.resources import Resources
+
+logger = logging.getLogger("oncereply.ingest")
+
+# Younger events are still on their way through the web's own enqueue.
+RELAY_MIN_AGE = timedelta(seconds=15)
+# A relayed event whose job has not run by then is relayed again (lost with Redis).
+RELAY_AGAIN_AFTER = timedelta(minutes=10)
+RELAY_BATCH = 2_000
+
+# Failures that say nothing about the events themselves: retry the job later.
+TRANSIENT_ERRORS = (
+    OperationalError,
+    InterfaceError,
+    OSError,
+    TimeoutError,
+    RedisConnectionError,
+    RedisTimeoutError,
+)
+
+
+async def relay_outbox(
+    session: AsyncSession,
+    resources: Resources,
+    *,
+    min_age: timedelta = RELAY_MIN_AGE,
+    again_after: timedelta = RELAY_AGAIN_AFTER,
+    limit: int = RELAY_BATCH,
+) -> int:
+    """Enqueue ingest jobs for stored events nobody is working on; returns how many events."""
+    rows = (
+        await session.execute(
+            select(WebhookEvent.id, func.octet_length(WebhookEvent.body))
+            .where(
+                WebhookEvent.status.in_([WebhookStatus.RECEIVED, WebhookStatus.ENQUEUED]),
+                WebhookEvent.received_at < func.now() - min_age,
+                or_(
+                    WebhookEvent.relayed_at.is_(None),
+                    WebhookEvent.relayed_at < func.now() - again_after,
+                ),
+            )
+            .order_by(WebhookEvent.id)
+            .limit(limit)
+        )
+    ).all()
+    if not rows:
+        return 0
+    events = [(event_id, size) for event_id, size in rows]
+    await enqueue_ingest(resources.queue, events)
+    await session.execute(
+        update(WebhookEvent)
+        .where(
+            WebhookEvent.id.in_([event_id for event_id, _ in events]),
+            WebhookEvent.status.in_([WebhookStatus.RECEIVED, WebhookStatus.ENQUEUED]),
+        )
+        .values(status=WebhookStatus.ENQUEUED, relayed_at=func.now())
+    )
+    logger.info("outbox relay enqueued %d stored webhook events", len(events))
+    return len(events)
+
+
+async def run_ingest(resources: Resources, event_ids: Sequence[int]) -> dict[str, Any]:
+    """The `ingest_event` job; see the module docstring for how failures are handled."""
+    try:
+        outcomes = [await _ingest_and_commit(resources, event_ids)]
+    except TRANSIENT_ERRORS:
+        raise
+    except Exception:
+        logger.exception("ingest of events %s failed; retrying them one by one", event_ids)
+        outcomes = []
+        for event_id in event_ids:
+            try:
+                outcomes.append(await _ingest_and_commit(resources, [event_id]))
+            except TRANSIENT_ERRORS:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a poison event is rejected, not retried
+                await _reject_poison(resources, event_id, exc)
+    summary: dict[str, Any] = {}
+    for outcome in outcomes:
+        await _after_commit(resources, outcome)
+        for key, value in outcome.summary().items():
+            summary[key] = summary.get(key, 0) + value
+    return summary
+
+
+async def _ingest_and_commit(resources: Resources, event_ids: Sequence[int]) -> EventsIngest:
+    async with resources.sessionmaker() as session, session.begin():
+        return await ingest_events(session, event_ids)
+
+
+async def _after_commit(resources: Resources, outcome: EventsIngest) -> None:
+    if outcome.deliveries:
+        try:
+            await enqueue_deliveries(resources.queue, outcome.deliveries)
+        except Exception as exc:  # noqa: BLE001 - rows are PENDING; the due-work relay enqueues
+            logger.warning(
+                "could not enqueue %d deliveries (the due-work relay will): %s",
+                len(outcome.deliveries),
+                exc,
+            )
+    if outcome.unknown_accounts:
+        ids = ", ".join(sorted(outcome.unknown_accounts)[:10])
+        await record_throttled(
+            resources.sessionmaker,
+            resources.redis,
+            kind="webhook_unknown_account",
+            level=EventLevel.WARNING,
+            message=f"webhook items for Instagram accounts not connected here: {ids}",
+            details={"items_per_account": dict(outcome.unknown_accounts.most_common(50))},
+            per_minute=1,
+        )
+    if outcome.malformed:
+        await record_throttled(
+            resources.sessionmaker,
+            resources.redis,
+            kind="webhook_items_malformed",
+            level=EventLevel.WARNING,
+            message="webhook items that could not be parsed were skipped (see the events)",
+            details={"problems_per_event": {str(k): v for k, v in outcome.malformed.items()}},
+            per_minute=2,
+        )
+    if outcome.rejected:
+        await record_throttled(
+            resources.sessionmaker,
+            resources.redis,
+            kind="webhook_event_rejected",
+            level=EventLevel.WARNING,
+            message="webhook events were rejected: " + "; ".join(outcome.rejected.values())[:300],
+            details={"events": {str(k): v for k, v in list(outcome.rejected.items())[:20]}},
+            per_minute=2,
+        )
+
+
+async def _reject_poison(resources: Resources, event_id: int, exc: Exception) -> None:
+    reason = f"ingest failed: {type(exc).__name__}: {exc}"[:500]
+    logger.error("webhook event %d rejected: %s", event_id, reason)
+    async with resources.sessionmaker() as session, session.begin():
+        await session.execute(
+            update(WebhookEvent)
+            .where(
+                WebhookEvent.id == event_id,
+                WebhookEvent.status.in_([WebhookStatus.RECEIVED, WebhookStatus.ENQUEUED]),
+            )
+            .values(status=WebhookStatus.REJECTED, reject_reason=reason, processed_at=func.now())
+        )
+    await record_throttled(
+        resources.sessionmaker,
+        resources.redis,
+        kind="webhook_ingest_failed",
+        level=EventLevel.ERROR,
+        message=f"webhook event {event_id} could not be ingested and was set aside: {reason}",
+        details={"webhook_event_id": event_id},
+        per_minute=5,
+    )
