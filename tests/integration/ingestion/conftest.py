@@ -7,7 +7,7 @@ test in `test_webhooks.py` runs the whole path through real web and worker proce
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -32,6 +32,6 @@ def web_port(test_env: dict[str, str], artifacts_dir: Path) -> Iterator[int]:
 
 
 @pytest.fixture
-def client(web_port: int) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=f"http://127.0.0.1:{web_port}", timeout=10) as http:
+async def client(web_port: int) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{web_port}", timeout=10) as http:
         yield http

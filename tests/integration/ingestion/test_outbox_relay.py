@@ -1,0 +1,126 @@
+"""Redis down loses nothing: the event is stored, answered 200, and relayed to the queue later."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+from sqlalchemy import select, text
+
+from app.db.models import Comment, DmLog, WebhookEvent, WebhookStatus
+from app.delivery.outbox import relay_outbox, run_ingest
+from app.resources import Resources
+from tests.support.processes import free_port, start_web
+from tests.support.webhooks import (
+    comment_value,
+    comments_body,
+    queued_keys,
+    seed_account,
+    seed_campaign,
+    signed_headers,
+    store_event,
+)
+from worker.jobs import CRONS
+
+NOW = timedelta(0)
+
+
+async def stored(resources: Resources) -> list[WebhookEvent]:
+    async with resources.sessionmaker() as session:
+        result = await session.execute(select(WebhookEvent).order_by(WebhookEvent.id))
+        return list(result.scalars())
+
+
+async def relay(resources: Resources, **ages: timedelta) -> int:
+    async with resources.sessionmaker() as session, session.begin():
+        return await relay_outbox(session, resources, **ages)
+
+
+async def test_redis_down_still_answers_200_and_the_relay_enqueues_later(
+    test_env: dict[str, str], artifacts_dir: Path, resources: Resources
+) -> None:
+    async with resources.sessionmaker() as session, session.begin():
+        await seed_campaign(session, await seed_account(session))
+    env = test_env | {"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}
+    port = free_port()
+    web = start_web(env, port, artifacts_dir / "ingestion")
+    try:
+        body = comments_body(comment_value("17870000000000200"))
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=15) as http:
+            accepted = await http.post(
+                "/webhooks/instagram", content=body, headers=signed_headers(body)
+            )
+            # Refusals are still answered (and logged) without Redis to throttle them.
+            refused = await http.post("/webhooks/instagram", content=body)
+    finally:
+        web.stop()
+    assert accepted.status_code == 200
+    assert refused.status_code == 401
+    (event,) = await stored(resources)
+    assert event.status is WebhookStatus.RECEIVED
+    assert await queued_keys(resources) == []
+
+    assert await relay(resources, min_age=NOW) == 1
+
+    assert await queued_keys(resources) == [f"ingest:{event.id}-{event.id}"]
+    (event,) = await stored(resources)
+    assert event.status is WebhookStatus.ENQUEUED
+    assert event.relayed_at is not None
+    await run_ingest(resources, [event.id])
+    (event,) = await stored(resources)
+    assert event.status is WebhookStatus.PROCESSED
+    async with resources.sessionmaker() as session:
+        assert len((await session.execute(select(Comment))).all()) == 1
+        assert len((await session.execute(select(DmLog))).all()) == 1
+
+
+async def test_the_relay_takes_only_old_unfinished_events_and_retries_lost_ones(
+    resources: Resources,
+) -> None:
+    async with resources.sessionmaker() as session, session.begin():
+        old, young, done, refused = [
+            await store_event(session, comments_body(comment_value(f"c{n}"))) for n in range(4)
+        ]
+        await session.execute(
+            text(
+                "UPDATE webhook_events SET received_at = now() - interval '1 minute' "
+                "WHERE id <> :young"
+            ),
+            {"young": young},
+        )
+        await session.execute(
+            text("UPDATE webhook_events SET status = 'processed' WHERE id = :id"), {"id": done}
+        )
+        await session.execute(
+            text("UPDATE webhook_events SET status = 'rejected' WHERE id = :id"), {"id": refused}
+        )
+
+    assert await relay(resources) == 1  # only `old`: `young` is still on its way
+    assert await queued_keys(resources) == [f"ingest:{old}-{old}"]
+    # Relayed once, it is left alone while its job may still be waiting...
+    assert await relay(resources) == 0
+    # ...and relayed again when that job seems lost (Redis restarted without it).
+    await resources.redis.flushdb()
+    assert await relay(resources, again_after=NOW) == 1
+    assert await queued_keys(resources) == [f"ingest:{old}-{old}"]
+    # Several stuck events go out together, as few jobs as their size allows.
+    assert await relay(resources, min_age=NOW, again_after=NOW) == 2
+    assert f"ingest:{old}-{young}" in await queued_keys(resources)
+
+
+async def test_a_relayed_event_whose_first_job_also_runs_is_ingested_once(
+    resources: Resources,
+) -> None:
+    async with resources.sessionmaker() as session, session.begin():
+        await seed_campaign(session, await seed_account(session))
+        event_id = await store_event(session, comments_body(comment_value("c-twice")))
+    assert await relay(resources, min_age=NOW) == 1
+    first = await run_ingest(resources, [event_id])
+    second = await run_ingest(resources, [event_id])
+    assert (first["processed"], first["deliveries"]) == (1, 1)
+    assert (second["processed"], second["deliveries"]) == (0, 0)
+
+
+def test_the_relay_runs_as_a_worker_cron() -> None:
+    assert ("outbox_relay", "* * * * * */20") in CRONS
