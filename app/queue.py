@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from saq import Job, Queue, Status
+from saq import Job, Queue
+from saq.job import ABORT_ID_PREFIX
 from saq.queue.redis import RedisQueue
 from saq.utils import now as saq_now
 
@@ -63,32 +64,32 @@ async def enqueue_many(
 ) -> int:
     """Enqueue one job `name` per `(key, kwargs)`; returns how many were new (not pending).
 
-    SAQ enqueues one job per Redis round trip (and formats a log line for each even when the
-    level drops it): ~0.4 ms a job here. On Redis this sends SAQ's own enqueue script for
-    many jobs through one pipeline instead: the same atomic check-and-add per job, with the
-    same key semantics, at a small fraction of the cost.
+    SAQ enqueues one job per Redis round trip, serializing each `Job` field by field (and
+    formatting a log line even when the level drops it): ~0.4 ms a job here. On Redis this
+    runs SAQ's own enqueue script for every job through one pipeline instead — the same atomic
+    check-and-add per job, the same keys — with each payload made from the first job's
+    serialized form (jobs of one name differ only in key, arguments and enqueue time).
     """
-    prepared = [_job(name, key, 0, kwargs) for key, kwargs in jobs]
-    if not prepared:
+    if not jobs:
         return 0
-    added = 0
-    if getattr(queue, "_enqueue_script", None) is None:
-        # The ordinary way once: it registers SAQ's enqueue script, which the pipeline reuses.
-        added += await queue.enqueue(prepared.pop(0)) is not None
+    first_key, first_kwargs = jobs[0]
+    first = _job(name, first_key, 0, first_kwargs)
+    # The ordinary way once: it also registers SAQ's enqueue script, which the pipeline reuses.
+    added = 0 if await queue.enqueue(first) is None else 1
     script = getattr(queue, "_enqueue_script", None)
     if not isinstance(queue, RedisQueue) or script is None:
-        for job in prepared:
-            added += await queue.enqueue(job) is not None
+        for key, kwargs in jobs[1:]:
+            added += await queue.enqueue(_job(name, key, 0, kwargs)) is not None
         return added
-    for start in range(0, len(prepared), _PIPELINE_CHUNK):
+    template = first.to_dict()
+    for start in range(1, len(jobs), _PIPELINE_CHUNK):
         async with queue.redis.pipeline(transaction=False) as pipe:
-            for job in prepared[start : start + _PIPELINE_CHUNK]:
-                job.queue = queue
-                job.queued = saq_now()
-                job.status = Status.QUEUED
+            for key, kwargs in jobs[start : start + _PIPELINE_CHUNK]:
+                payload = {**template, "key": key, "kwargs": dict(kwargs), "queued": saq_now()}
+                job_id = queue.job_id(key)
                 await script(
-                    keys=[queue._incomplete, job.id, queue._queued, job.abort_id],
-                    args=[queue.serialize(job), job.scheduled],
+                    keys=[queue._incomplete, job_id, queue._queued, f"{ABORT_ID_PREFIX}{key}"],
+                    args=[queue._dump(payload), 0],
                     client=pipe,
                 )
             added += sum(1 for result in await pipe.execute() if result)

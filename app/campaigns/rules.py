@@ -1,24 +1,22 @@
 """Loading campaigns as `CampaignRule`s for matching: one query however many accounts.
 
 Ingest resolves a batch's accounts (by their Instagram id, the webhook `entry.id`) and their
-active campaigns together with one outer join; the dashboard loads one account's rules.
+active campaigns together with one outer join; the dashboard loads one account's rules
+(`load_active_rules`), or builds a rule from any campaign with `CampaignRule.from_model`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import and_, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.campaigns.matching import RULE_COLUMNS, CampaignRule
-from app.db.models import (
-    AccountStatus,
-    Campaign,
-    CampaignStatus,
-    InstagramAccount,
-)
+from app.db.models import AccountStatus, Campaign, CampaignStatus
+from app.db.raw import fetch_dicts
 
 _RULE_COLUMNS = tuple(getattr(Campaign, name) for name in RULE_COLUMNS)
 
@@ -34,55 +32,38 @@ class AccountRules:
     rules: tuple[CampaignRule, ...]
 
 
+# One round trip for every account of a batch and its active campaigns. Plain SQL on the
+# session's connection: through the ORM this query cost ~2 ms of CPU, per ingest job.
+_ACCOUNTS_WITH_RULES = (
+    "SELECT a.id AS acc_id, a.workspace_id AS acc_workspace_id, a.ig_user_id, "  # noqa: S608 - constants
+    "a.status AS acc_status, "
+    + ", ".join(f"c.{name}" for name in RULE_COLUMNS)
+    + " FROM instagram_accounts AS a LEFT JOIN campaigns AS c"
+    " ON c.account_id = a.id AND c.status = 'active'"
+    " WHERE a.ig_user_id = ANY(CAST(%(ids)s AS varchar[])) ORDER BY a.id, c.id"
+)
+
+
 async def load_account_rules(
     session: AsyncSession, ig_user_ids: Collection[str]
 ) -> dict[str, AccountRules]:
     """Accounts with these Instagram ids (missing ones are absent) and their active rules."""
     if not ig_user_ids:
         return {}
-    statement = (
-        select(
-            InstagramAccount.id.label("acc_id"),
-            InstagramAccount.workspace_id.label("acc_workspace_id"),
-            InstagramAccount.ig_user_id,
-            InstagramAccount.status.label("acc_status"),
-            *_RULE_COLUMNS,
-        )
-        .select_from(InstagramAccount)
-        .outerjoin(
-            Campaign,
-            and_(
-                Campaign.account_id == InstagramAccount.id,
-                Campaign.status == CampaignStatus.ACTIVE,
-            ),
-        )
-        .where(InstagramAccount.ig_user_id.in_(list(ig_user_ids)))
-        .order_by(InstagramAccount.id, Campaign.id)
-    )
-    accounts: dict[str, AccountRules] = {}
-    rules: dict[str, list[CampaignRule]] = {}
-    for row in (await session.execute(statement)).mappings():
-        ig_user_id = row["ig_user_id"]
-        if ig_user_id not in accounts:
-            accounts[ig_user_id] = AccountRules(
-                account_id=row["acc_id"],
-                workspace_id=row["acc_workspace_id"],
-                ig_user_id=ig_user_id,
-                status=AccountStatus(row["acc_status"]),
-                rules=(),
-            )
-            rules[ig_user_id] = []
+    found: dict[str, tuple[dict[str, Any], list[CampaignRule]]] = {}
+    for row in await fetch_dicts(session, _ACCOUNTS_WITH_RULES, {"ids": list(ig_user_ids)}):
+        _, rules = found.setdefault(row["ig_user_id"], (row, []))
         if row["id"] is not None:
-            rules[ig_user_id].append(CampaignRule.from_mapping(row))
+            rules.append(CampaignRule.from_mapping(row))
     return {
         ig: AccountRules(
-            account_id=account.account_id,
-            workspace_id=account.workspace_id,
+            account_id=account["acc_id"],
+            workspace_id=account["acc_workspace_id"],
             ig_user_id=ig,
-            status=account.status,
-            rules=tuple(rules[ig]),
+            status=AccountStatus(account["acc_status"]),
+            rules=tuple(rules),
         )
-        for ig, account in accounts.items()
+        for ig, (account, rules) in found.items()
     }
 
 

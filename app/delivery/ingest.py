@@ -28,11 +28,9 @@ from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
 from saq import Queue
-from sqlalchemy import Table, bindparam, func, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.campaigns.matching import (
@@ -45,19 +43,17 @@ from app.campaigns.matching import (
 from app.campaigns.rules import AccountRules, load_account_rules
 from app.db.models import (
     AccountStatus,
-    Comment,
     CommentOutcome,
-    DmLog,
     LegState,
-    MessagingEvent,
     MessagingEventKind,
     MessagingMissReason,
     MissReason,
     SeenVia,
     TriggerKind,
-    WebhookEvent,
     WebhookStatus,
 )
+from app.db.raw import fetch_tuples
+from app.delivery.bulk import BulkInsert, columns_of, unnest_arrays
 from app.delivery.scheduling import PROCESS_COMMENT, delivery_key
 from app.instagram.webhook_payload import (
     CommentItem,
@@ -74,36 +70,88 @@ logger = logging.getLogger("oncereply.ingest")
 
 # Meta accepts a private reply for 7 days after the comment.
 PRIVATE_REPLY_WINDOW = timedelta(days=7)
-# Core tables, not the mapped classes: multi-row inserts without the ORM's per-row work.
-_COMMENTS = cast(Table, Comment.__table__)
-_DM_LOGS = cast(Table, DmLog.__table__)
-_MESSAGING = cast(Table, MessagingEvent.__table__)
-_INSERT_COMMENTS = (
-    pg_insert(_COMMENTS)
-    .on_conflict_do_nothing(index_elements=["account_id", "comment_id"])
-    .returning(_COMMENTS.c.id, _COMMENTS.c.account_id, _COMMENTS.c.comment_id)
+_INSERT_COMMENTS = BulkInsert(
+    "comments",
+    (
+        ("account_id", "bigint"),
+        ("comment_id", "varchar"),
+        ("media_id", "varchar"),
+        ("original_media_id", "varchar"),
+        ("parent_id", "varchar"),
+        ("text", "text"),
+        ("commenter_id", "varchar"),
+        ("commenter_username", "varchar"),
+        ("commented_at", "timestamptz"),
+        ("first_seen_via", "varchar"),
+        ("webhook_event_id", "bigint"),
+        ("outcome", "varchar"),
+        ("miss_reason", "varchar"),
+        ("campaign_id", "bigint"),
+        ("matched_keyword", "varchar"),
+        ("decision", "jsonb"),
+    ),
+    conflict="account_id, comment_id",
+    returning="id, account_id, comment_id",
 )
-_INSERT_DM_LOGS = (
-    pg_insert(_DM_LOGS)
-    .on_conflict_do_nothing(index_elements=["account_id", "trigger_id"])
-    .returning(_DM_LOGS.c.id)
+_INSERT_DM_LOGS = BulkInsert(
+    "dm_logs",
+    (
+        ("workspace_id", "bigint"),
+        ("account_id", "bigint"),
+        ("campaign_id", "bigint"),
+        ("campaign_version", "integer"),
+        ("trigger_kind", "varchar"),
+        ("trigger_id", "varchar"),
+        ("comment_row_id", "bigint"),
+        ("media_id", "varchar"),
+        ("recipient_id", "varchar"),
+        ("recipient_username", "varchar"),
+        ("trigger_text", "text"),
+        ("matched_keyword", "varchar"),
+        ("deadline_at", "timestamptz"),
+        ("pr_state", "varchar"),
+        ("pub_state", "varchar"),
+    ),
+    conflict="account_id, trigger_id",
+    returning="id",
 )
-_INSERT_MESSAGING = (
-    pg_insert(_MESSAGING)
-    .on_conflict_do_nothing(index_elements=["account_id", "dedupe_key"])
-    .returning(_MESSAGING.c.account_id, _MESSAGING.c.dedupe_key)
+_INSERT_MESSAGING = BulkInsert(
+    "messaging_events",
+    (
+        ("account_id", "bigint"),
+        ("webhook_event_id", "bigint"),
+        ("kind", "varchar"),
+        ("dedupe_key", "varchar"),
+        ("user_id", "varchar"),
+        ("mid", "varchar"),
+        ("text", "text"),
+        ("payload", "text"),
+        ("occurred_at", "timestamptz"),
+        ("opens_window", "boolean"),
+        ("miss_reason", "varchar"),
+        ("details", "jsonb"),
+    ),
+    conflict="account_id, dedupe_key",
+    returning="account_id, dedupe_key",
 )
-_EVENTS = cast(Table, WebhookEvent.__table__)
-_FINISH_EVENT = (
-    update(_EVENTS)
-    .where(_EVENTS.c.id == bindparam("b_id"))
-    .values(
-        status=bindparam("b_status"),
-        reject_reason=bindparam("b_reason"),
-        item_count=bindparam("b_items"),
-        details=bindparam("b_details"),
-        processed_at=func.now(),
-    )
+# Events another job holds are skipped, processed ones are never touched again.
+_LOCK_EVENTS = (
+    "SELECT id, body, received_at FROM webhook_events "
+    "WHERE id = ANY(CAST(%(ids)b AS bigint[])) AND status IN ('received', 'enqueued') "
+    "ORDER BY id FOR UPDATE SKIP LOCKED"
+)
+_FINISH_COLUMNS = (
+    ("id", "bigint"),
+    ("status", "varchar"),
+    ("reject_reason", "text"),
+    ("item_count", "integer"),
+    ("details", "jsonb"),
+)
+_FINISH_EVENTS = (
+    "UPDATE webhook_events AS e SET status = u.status, reject_reason = u.reject_reason, "  # noqa: S608 - constants
+    "item_count = u.item_count, details = u.details, processed_at = now() "
+    f"FROM {unnest_arrays(_FINISH_COLUMNS)} AS u(id, status, reject_reason, item_count, details) "
+    "WHERE e.id = u.id"
 )
 # Kinds of inbound messaging that (re)open a person's 24-hour window.
 _WINDOW_KINDS = frozenset(
@@ -176,17 +224,7 @@ async def enqueue_deliveries(queue: Queue, dm_log_ids: Sequence[int]) -> int:
 async def ingest_events(session: AsyncSession, event_ids: Collection[int]) -> EventsIngest:
     """Process these stored webhook events in the caller's transaction (see module doc)."""
     result = EventsIngest()
-    rows = (
-        await session.execute(
-            select(WebhookEvent.id, WebhookEvent.body, WebhookEvent.received_at)
-            .where(
-                WebhookEvent.id.in_(list(event_ids)),
-                WebhookEvent.status.in_([WebhookStatus.RECEIVED, WebhookStatus.ENQUEUED]),
-            )
-            .order_by(WebhookEvent.id)
-            .with_for_update(skip_locked=True)
-        )
-    ).all()
+    rows = await fetch_tuples(session, _LOCK_EVENTS, {"ids": list(event_ids)})
     parsed: dict[int, ParsedWebhook] = {}
     for event_id, body, received_at in rows:
         try:
@@ -220,7 +258,7 @@ async def ingest_events(session: AsyncSession, event_ids: Collection[int]) -> Ev
             result.malformed[event_id] = p.problem_count
         result.counts["items"] += p.item_count
     if finished:
-        await session.execute(_FINISH_EVENT, finished)
+        await fetch_tuples(session, _FINISH_EVENTS, columns_of(_FINISH_COLUMNS, finished))
     result.counts.update(comment_result.totals())
     return result
 
@@ -266,7 +304,7 @@ async def _ingest_comment_batch(
     # Sorted by the unique key: concurrent batches then take row locks in one order, so two
     # jobs holding overlapping comments wait for each other instead of deadlocking.
     rows.sort(key=lambda row: (row["account_id"], row["comment_id"]))
-    inserted = (await session.execute(_INSERT_COMMENTS, rows)).all()
+    inserted = await _INSERT_COMMENTS.execute(session, rows)
     log_rows: list[dict[str, Any]] = []
     for row_id, account_id, comment_id in inserted:
         comment, event_id, decision = pending.pop((account_id, comment_id))
@@ -282,7 +320,7 @@ async def _ingest_comment_batch(
         result.per_event[event_id]["duplicate"] += 1
     if log_rows:
         log_rows.sort(key=lambda row: (row["account_id"], row["trigger_id"]))
-        result.deliveries = list((await session.execute(_INSERT_DM_LOGS, log_rows)).scalars())
+        result.deliveries = [row[0] for row in await _INSERT_DM_LOGS.execute(session, log_rows)]
     return result
 
 
@@ -321,10 +359,10 @@ def _comment_row(
         "commenter_id": comment.commenter_id,
         "commenter_username": comment.commenter_username,
         "commented_at": comment.commented_at,
-        "first_seen_via": via,
+        "first_seen_via": via.value,
         "webhook_event_id": event_id,
-        "outcome": CommentOutcome.MATCHED if decision.matched else CommentOutcome.MISSED,
-        "miss_reason": decision.miss_reason,
+        "outcome": (CommentOutcome.MATCHED if decision.matched else CommentOutcome.MISSED).value,
+        "miss_reason": decision.miss_reason.value if decision.miss_reason else None,
         "campaign_id": decision.campaign_id,
         "matched_keyword": decision.matched_keyword,
         "decision": decision.to_json(),
@@ -343,7 +381,7 @@ def _log_row(
         "account_id": account_id,
         "campaign_id": campaign.id,
         "campaign_version": campaign.version,
-        "trigger_kind": TriggerKind.COMMENT,
+        "trigger_kind": TriggerKind.COMMENT.value,
         "trigger_id": comment.comment_id,
         "comment_row_id": comment_row_id,
         "media_id": comment.media_id,
@@ -352,8 +390,8 @@ def _log_row(
         "trigger_text": comment.text,
         "matched_keyword": decision.matched_keyword,
         "deadline_at": comment.commented_at + PRIVATE_REPLY_WINDOW,
-        "pr_state": LegState.PENDING,
-        "pub_state": LegState.PENDING if campaign.public_reply else None,
+        "pr_state": LegState.PENDING.value,
+        "pub_state": LegState.PENDING.value if campaign.public_reply else None,
     }
 
 
@@ -384,7 +422,7 @@ async def _record_messaging(
         rows[key] = {
             "account_id": account.account_id,
             "webhook_event_id": event_id,
-            "kind": MessagingEventKind(item.kind.value),
+            "kind": MessagingEventKind(item.kind.value).value,
             "dedupe_key": key[1],
             "user_id": item.user_id,
             "mid": item.mid,
@@ -392,14 +430,14 @@ async def _record_messaging(
             "payload": item.payload,
             "occurred_at": item.occurred_at,
             "opens_window": _opens_window(item),
-            "miss_reason": reason,
+            "miss_reason": reason.value if reason else None,
             "details": dict(item.extra) or None,
         }
     if not rows:
         return counts
     # Sorted by the unique key: concurrent batches then take row locks in one order.
     ordered = [rows[key] for key in sorted(rows)]
-    new = set((await session.execute(_INSERT_MESSAGING, ordered)).tuples())
+    new = set(await _INSERT_MESSAGING.execute(session, ordered))
     for key, event_id, outcome in outcomes:
         counts[event_id][outcome if key in new else "duplicate"] += 1
     return counts
@@ -459,11 +497,11 @@ def _finish(
     details: dict[str, Any] | None,
 ) -> dict[str, Any]:
     return {
-        "b_id": event_id,
-        "b_status": status,
-        "b_reason": reason,
-        "b_items": items,
-        "b_details": details,
+        "id": event_id,
+        "status": status.value,
+        "reject_reason": reason,
+        "item_count": items,
+        "details": details,
     }
 
 

@@ -8,8 +8,9 @@ round trip, one commit for the whole group. Under load many events share a commi
 a request is written at once — there is no timer to wait for.
 
 Committed ids go to a second task that enqueues `ingest_event` jobs, one per group of
-consecutive events (at most `EVENTS_PER_JOB` events or `BYTES_PER_JOB` of bodies; at low
-traffic that is one job per POST), keyed `ingest:<first id>-<last id>`. The request does not
+consecutive events (at most `EVENTS_PER_JOB` events or `BYTES_PER_JOB` of bodies, gathered
+for at most 10 ms; at low traffic that is one job per POST), keyed
+`ingest:<first id>-<last id>`. The request does not
 wait for that: if Redis is down or the process dies first, the events are still in
 `webhook_events` with status `received`, and the outbox relay enqueues them later. Nothing
 here is a module global: the web app creates one intake in its lifespan and closes it on
@@ -91,6 +92,7 @@ class WebhookIntake:
         max_waiting: int = 20_000,
         store_timeout_s: float = 4.0,
         enqueue_timeout_s: float = 5.0,
+        linger_s: float = 0.01,
     ) -> None:
         self._engine = engine
         self._conninfo = engine.url.set(drivername="postgresql").render_as_string(
@@ -102,6 +104,7 @@ class WebhookIntake:
         self._max_waiting = max_waiting
         self._store_timeout_s = store_timeout_s
         self._enqueue_timeout_s = enqueue_timeout_s
+        self._linger_s = linger_s
         self._waiting: asyncio.Queue[_Pending] = asyncio.Queue()
         self._to_enqueue: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
@@ -200,8 +203,18 @@ class WebhookIntake:
             self._connection = None
 
     async def _enqueue_loop(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             events = [await self._to_enqueue.get()]
+            # Linger a moment so one job carries many events: a worker ingests 100 events in
+            # one transaction far faster than in 100 (the request was answered already).
+            deadline = loop.time() + self._linger_s
+            while len(events) < EVENTS_PER_JOB and (remaining := deadline - loop.time()) > 0:
+                try:
+                    async with asyncio.timeout(remaining):
+                        events.append(await self._to_enqueue.get())
+                except TimeoutError:
+                    break
             while len(events) < self._max_batch and not self._to_enqueue.empty():
                 events.append(self._to_enqueue.get_nowait())
             try:
