@@ -17,9 +17,16 @@ from litestar.di import Provide
 from litestar.exceptions import HTTPException
 from litestar.plugins.htmx import HTMXPlugin
 from litestar.static_files import create_static_files_router
+from litestar.stores.redis import RedisStore
+from redis.asyncio import Redis
 
+from app.auth.current import LoginRequired, login_redirect, provide_editor, provide_viewer
+from app.auth.sessions import SESSION_STORE, session_config, session_store
 from app.resources import Resources
 from app.settings import Settings, load_settings
+from app.web.accounts import AccountsController
+from app.web.auth import AuthController
+from app.web.campaigns import CampaignsController
 from app.web.deps import provide_db_session, provide_resources
 from app.web.errors import http_exception_handler, internal_error_handler
 from app.web.health import HealthController
@@ -32,20 +39,29 @@ STATIC_DIR = Path(__file__).resolve().parents[1] / "static"
 
 def create_app(settings: Settings | None = None) -> Litestar:
     settings = settings or load_settings()
+    # Sessions live in Redis under their own namespace; registered explicitly, because an
+    # unknown store name silently becomes per-process memory.
+    sessions_redis = Redis.from_url(settings.redis_url, socket_connect_timeout=3, socket_timeout=5)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncGenerator[None, None]:
+        if not isinstance(app.stores.get(SESSION_STORE), RedisStore):
+            raise TypeError("the sessions store must be Redis")
         resources = await Resources.open(settings)
         app.state.resources = resources
         try:
             yield
         finally:
             await resources.close()
+            await sessions_redis.aclose()
 
     return Litestar(
         route_handlers=[
             HealthController,
             home,
+            AuthController,
+            AccountsController,
+            CampaignsController,
             instagram_webhook,
             create_static_files_router(path="/static", directories=[STATIC_DIR], name="static"),
         ],
@@ -54,17 +70,24 @@ def create_app(settings: Settings | None = None) -> Litestar:
         dependencies={
             "resources": Provide(provide_resources, sync_to_thread=False),
             "db_session": Provide(provide_db_session),
+            "viewer": Provide(provide_viewer),
+            "editor": Provide(provide_editor),
         },
+        stores={SESSION_STORE: session_store(sessions_redis)},
+        middleware=[session_config(secure=settings.cookie_secure).middleware],
         plugins=[HTMXPlugin()],
         template_config=template_config(),
         csrf_config=CSRFConfig(
             secret=settings.secret_key,
             cookie_secure=settings.cookie_secure,
             cookie_samesite="lax",
+            # Forms carry the token in the page; no script needs to read the cookie.
+            cookie_httponly=True,
             # Machine endpoints authenticate by signature or carry no state change.
             exclude=["^/webhooks/", "^/health$", "^/static/"],
         ),
         exception_handlers={
+            LoginRequired: login_redirect,
             HTTPException: http_exception_handler,
             Exception: internal_error_handler,
         },

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Controller, Request, get
+from litestar.di import NamedDependency
 from litestar.response import Response, Template
 
 from app.health import check_health
@@ -13,7 +14,7 @@ from app.resources import Resources
 
 class HealthController(Controller):
     @get("/health", name="health", cache=False, exclude_from_csrf=True)
-    async def health(self, resources: Resources) -> Response[dict[str, Any]]:
+    async def health(self, resources: NamedDependency[Resources]) -> Response[dict[str, Any]]:
         report = await check_health(resources)
         return Response(
             report.as_json(),
@@ -27,7 +28,9 @@ class HealthController(Controller):
         return {"status": "ok"}
 
     @get("/status/badge", name="status_badge", cache=False)
-    async def badge(self, request: Request[Any, Any, Any], resources: Resources) -> Template:
+    async def badge(
+        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+    ) -> Template:
         report = await check_health(resources)
         return Template(
             "partials/status_badge.html",

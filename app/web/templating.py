@@ -8,6 +8,8 @@ from pathlib import Path
 from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.template.config import TemplateConfig
 
+from app.web.idempotency import idempotency_input
+
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates"
 
 
@@ -32,6 +34,7 @@ def _until(seconds: int) -> str:
 
 def _configure(engine: JinjaTemplateEngine) -> None:
     engine.engine.filters["timeago"] = _timeago
+    engine.engine.globals["idempotency_input"] = idempotency_input
 
 
 def template_config() -> TemplateConfig[JinjaTemplateEngine]:

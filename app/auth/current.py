@@ -1,0 +1,121 @@
+"""Who is asking: the signed-in user, their current workspace and role, as dependencies.
+
+Handlers declare what they need by parameter name:
+
+- `viewer: Viewer` — any signed-in member of the workspace (members see everything in it);
+- `editor: Viewer` — the same, but owners and admins only (members get 403: they may know the
+  thing exists, they just cannot change it).
+
+Both are re-read from PostgreSQL on every request, so removing someone from a workspace or
+changing their role takes effect at once, whatever their session says. Without a valid
+session `LoginRequired` is raised; its handler sends people to the sign-in page and brings
+them back afterwards. Objects of other workspaces are looked up with `workspace_id` in the
+query and answer 404, never 403, so their existence is not revealed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from litestar import MediaType, Request, Response
+from litestar.di import NamedDependency
+from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
+from litestar.plugins.htmx import HTMXRequest
+from litestar.response import Redirect
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import Role, User, Workspace, WorkspaceMember
+
+SESSION_USER = "uid"
+SESSION_WORKSPACE = "wid"
+VIEWER_STATE_KEY = "viewer"
+
+
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    user_id: int
+    email: str
+    workspace_id: int
+    workspace_name: str
+    role: Role
+
+    @property
+    def can_change(self) -> bool:
+        return self.role.can_change
+
+
+class LoginRequired(NotAuthorizedException):
+    """No valid session; the handler redirects to the sign-in page."""
+
+
+async def load_viewer(session: AsyncSession, user_id: int, workspace_id: int) -> Viewer | None:
+    row = (
+        await session.execute(
+            select(User.id, User.email, Workspace.id, Workspace.name, WorkspaceMember.role)
+            .join(WorkspaceMember, WorkspaceMember.user_id == User.id)
+            .join(Workspace, Workspace.id == WorkspaceMember.workspace_id)
+            .where(User.id == user_id, Workspace.id == workspace_id)
+        )
+    ).one_or_none()
+    if row is None:
+        return None
+    return Viewer(
+        user_id=row[0], email=row[1], workspace_id=row[2], workspace_name=row[3], role=row[4]
+    )
+
+
+def session_identity(request: HTMXRequest) -> tuple[int, int] | None:
+    data = request.session
+    user_id, workspace_id = data.get(SESSION_USER), data.get(SESSION_WORKSPACE)
+    if isinstance(user_id, int) and isinstance(workspace_id, int):
+        return user_id, workspace_id
+    return None
+
+
+async def provide_viewer(request: HTMXRequest, db_session: NamedDependency[AsyncSession]) -> Viewer:
+    identity = session_identity(request)
+    viewer = await load_viewer(db_session, *identity) if identity else None
+    if viewer is None:
+        raise LoginRequired("Please sign in")
+    # Templates read it from here to draw the navigation and the user menu.
+    request.state[VIEWER_STATE_KEY] = viewer
+    return viewer
+
+
+async def provide_editor(viewer: NamedDependency[Viewer]) -> Viewer:
+    if not viewer.can_change:
+        raise PermissionDeniedException(
+            "Your role in this workspace lets you see everything but not change it. "
+            "Ask an owner or admin."
+        )
+    return viewer
+
+
+def safe_next(target: str | None) -> str:
+    """A same-site path to return to after sign-in; anything else becomes the dashboard."""
+    if not target or not target.startswith("/") or target.startswith(("//", "/\\")):
+        return "/"
+    return target
+
+
+def login_redirect(request: Request[Any, Any, Any], exc: LoginRequired) -> Response[Any]:
+    htmx = request.htmx if isinstance(request, HTMXRequest) else None
+    if "text/html" not in request.headers.get("accept", "") and not htmx:
+        return Response(
+            {"status_code": 401, "detail": "Please sign in"},
+            status_code=401,
+            media_type=MediaType.JSON,
+        )
+    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    if htmx:
+        # A partial is no page to come back to; return to the page it was part of.
+        here = htmx.current_url_abs_path or "/"
+    elif request.method != "GET":
+        here = "/"  # a form's POST address is no page to come back to
+    target = "/login" if safe_next(here) == "/" else f"/login?next={quote(safe_next(here))}"
+    if htmx:
+        return Response(content="", status_code=200, headers={"HX-Redirect": target})
+    return Redirect(target, status_code=303)

@@ -1,0 +1,115 @@
+"""Login throttling: repeated failures are slowed down, then refused for a while.
+
+Every attempt is counted *before* the password is checked, in one atomic Redis script, and a
+success clears the count for that email. Counting first means a burst of parallel guesses
+cannot all slip in before the first failure is recorded. Two counters apply: one per email
+(the account under attack) and a looser one per client address (one source spraying many
+emails). Past `free_failures` an attempt waits `base_delay_s`, doubling up to `max_delay_s`;
+past `lock_after` attempts the email (or address) is refused for `lock_s`, after which it
+starts again with a fresh count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+_PREFIX = "oncereply:login"
+
+# KEYS: email counter, email lock, address counter, address lock
+# ARGV: window seconds, lock seconds, email limit, address limit
+# Returns {locked (0/1), email count, seconds until the lock ends}.
+_ATTEMPT_SCRIPT = """
+for _, lock in ipairs({KEYS[2], KEYS[4]}) do
+  local ttl = redis.call('TTL', lock)
+  if ttl > 0 then return {1, 0, ttl} end
+end
+local email_count = redis.call('INCR', KEYS[1])
+if email_count == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+local address_count = redis.call('INCR', KEYS[3])
+if address_count == 1 then redis.call('EXPIRE', KEYS[3], ARGV[1]) end
+if email_count > tonumber(ARGV[3]) then
+  redis.call('SET', KEYS[2], '1', 'EX', ARGV[2])
+  redis.call('DEL', KEYS[1])
+  return {1, email_count, tonumber(ARGV[2])}
+end
+if address_count > tonumber(ARGV[4]) then
+  redis.call('SET', KEYS[4], '1', 'EX', ARGV[2])
+  redis.call('DEL', KEYS[3])
+  return {1, email_count, tonumber(ARGV[2])}
+end
+return {0, email_count, 0}
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottlePolicy:
+    free_failures: int = 3
+    lock_after: int = 8
+    address_lock_after: int = 50
+    window_s: int = 15 * 60
+    lock_s: int = 15 * 60
+    base_delay_s: float = 0.25
+    max_delay_s: float = 2.0
+
+    def delay_for(self, attempt: int) -> float:
+        """Seconds to hold the `attempt`-th consecutive attempt before checking it."""
+        if attempt <= self.free_failures:
+            return 0.0
+        delay = self.base_delay_s * 2.0 ** (attempt - self.free_failures - 1)
+        return min(delay, self.max_delay_s)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptDecision:
+    allowed: bool
+    delay_s: float
+    retry_after_s: int
+
+    @property
+    def retry_after_text(self) -> str:
+        minutes = -(-self.retry_after_s // 60)
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+
+
+def _digest(value: str) -> str:
+    # Keys hold a hash, so Redis never lists the emails people tried.
+    return hashlib.sha256(value.encode()).hexdigest()[:32]
+
+
+class LoginThrottle:
+    def __init__(self, redis: Redis, policy: ThrottlePolicy | None = None) -> None:
+        self._redis = redis
+        self.policy = policy or ThrottlePolicy()
+
+    def _keys(self, email: str, address: str) -> list[str]:
+        email_id, address_id = _digest(email), _digest(address)
+        return [
+            f"{_PREFIX}:fail:email:{email_id}",
+            f"{_PREFIX}:lock:email:{email_id}",
+            f"{_PREFIX}:fail:addr:{address_id}",
+            f"{_PREFIX}:lock:addr:{address_id}",
+        ]
+
+    async def attempt(self, email: str, address: str) -> AttemptDecision:
+        """Count an attempt and say whether it may proceed and how long it must wait first."""
+        policy = self.policy
+        locked, count, ttl = await self._redis.eval(  # type: ignore[misc]
+            _ATTEMPT_SCRIPT,
+            4,
+            *self._keys(email, address),
+            policy.window_s,
+            policy.lock_s,
+            policy.lock_after,
+            policy.address_lock_after,
+        )
+        if int(locked):
+            return AttemptDecision(allowed=False, delay_s=0.0, retry_after_s=int(ttl))
+        return AttemptDecision(allowed=True, delay_s=policy.delay_for(int(count)), retry_after_s=0)
+
+    async def succeeded(self, email: str, address: str) -> None:
+        """A correct password clears the email's count (not the address's: one valid account
+        must not let a guesser reset its budget between guesses)."""
+        await self._redis.delete(self._keys(email, address)[0])

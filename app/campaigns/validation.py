@@ -1,0 +1,322 @@
+"""Reading and checking the campaign editor's form against Meta's limits; pure functions.
+
+Limits (reference `instagram-platform.md` §2.5, OpenReply's API limits):
+- a text DM is at most 1000 **bytes** of UTF-8 (an emoji is 4 bytes, "é" 2);
+- with link buttons the DM goes out as a button template: its text at most 640 characters,
+  1–3 buttons, each title at most 20 characters and an https URL;
+- at most 10 keywords (and 10 excluded keywords) of at most 50 characters;
+- up to 10 public reply variants; priority −1000..1000.
+
+Placeholders are checked at their worst case, so a saved campaign cannot become too long at
+send time: `{username}` counts as 30 characters (Instagram's longest username) and `{link}`
+as the first button's URL (in a button template `{link}` is dropped from the text, since the
+button carries the link).
+
+`parse_campaign_form` keeps what the person typed, valid or not, so the form can be shown
+again with the errors next to the fields; `check_campaign` returns those errors by field.
+A draft may be incomplete; activating (or saving an active campaign) also needs a post for
+post scope, keywords unless "any comment", and the DM text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from app.campaigns.matching import keyword_is_matchable
+from app.db.models import CampaignScope, MatchMode
+from app.delivery.messages import render
+
+MAX_NAME = 100
+MAX_TEXT_BYTES = 1000
+MAX_TEMPLATE_TEXT = 640
+MAX_BUTTONS = 3
+MAX_BUTTON_TITLE = 20
+MAX_URL = 2000
+MAX_KEYWORDS = 10
+MAX_KEYWORD = 50
+MAX_REPLIES = 10
+MAX_REPLY = 2200  # Instagram's comment length limit
+MAX_CAPTION = 2200
+PRIORITY_RANGE = (-1000, 1000)
+USERNAME_WORST_CASE = 30
+PLACEHOLDERS = ("{username}", "{link}")
+_PLACEHOLDER = re.compile(r"\{([^{}\s]{1,40})\}")
+_MEDIA_ID = re.compile(r"^[0-9]{1,32}$")
+
+
+class FormData(Protocol):
+    """A submitted form: one value per name, or all of them (Litestar's `FormMultiDict`)."""
+
+    def get(self, key: str, /) -> Any: ...
+    def getall(self, key: str, default: list[Any]) -> list[Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LinkButton:
+    title: str
+    url: str
+
+
+@dataclass(slots=True)
+class CampaignInput:
+    """What the editor sent, as typed (strings), plus the parsed values the checks use."""
+
+    name: str = ""
+    account_id: str = ""
+    scope: str = CampaignScope.POST.value
+    media_id: str = ""
+    media_caption: str = ""
+    match_mode: str = MatchMode.WHOLE_WORD.value
+    keywords: list[str] = field(default_factory=list)
+    excluded_keywords: list[str] = field(default_factory=list)
+    dm_text: str = ""
+    # Exactly MAX_BUTTONS rows, blank rows included, so the form shows them in place.
+    buttons: list[LinkButton] = field(
+        default_factory=lambda: [LinkButton("", "") for _ in range(MAX_BUTTONS)]
+    )
+    public_replies_text: str = ""
+    priority: str = "0"
+    once_per_person: bool = True
+
+    @property
+    def filled_buttons(self) -> list[LinkButton]:
+        return [b for b in self.buttons if b.title or b.url]
+
+    @property
+    def public_replies(self) -> list[str]:
+        return [line.strip() for line in self.public_replies_text.splitlines() if line.strip()]
+
+    def column_values(self) -> dict[str, Any]:
+        """The campaign columns, for a form that passed `check_campaign`."""
+        scope = CampaignScope(self.scope)
+        replies = self.public_replies
+        return {
+            "name": self.name,
+            "account_id": int(self.account_id),
+            "scope": scope,
+            "media_id": (self.media_id or None) if scope is CampaignScope.POST else None,
+            "media_caption": (self.media_caption or None) if scope is CampaignScope.POST else None,
+            "match_mode": MatchMode(self.match_mode),
+            "keywords": self.keywords,
+            "excluded_keywords": self.excluded_keywords,
+            "dm_text": self.dm_text,
+            "buttons": [{"title": b.title, "url": b.url} for b in self.filled_buttons],
+            "public_reply_enabled": bool(replies),
+            "public_replies": replies,
+            "priority": int(self.priority),
+            "once_per_person": self.once_per_person,
+        }
+
+
+def _text(form: FormData, name: str) -> str:
+    value = form.get(name)
+    return value.strip() if isinstance(value, str) else ""
+
+
+def split_keywords(values: Iterable[str]) -> list[str]:
+    """Chips and typed entries ("guide, link") → distinct keywords, first spelling kept."""
+    seen: set[str] = set()
+    keywords: list[str] = []
+    for value in values:
+        for part in value.split(","):
+            keyword = " ".join(part.split())
+            if keyword and keyword.casefold() not in seen:
+                seen.add(keyword.casefold())
+                keywords.append(keyword)
+    return keywords
+
+
+def parse_campaign_form(form: FormData) -> CampaignInput:
+    media_id = _text(form, "media_id")
+    dm_text = form.get("dm_text")
+    return CampaignInput(
+        name=" ".join(_text(form, "name").split()),
+        account_id=_text(form, "account_id"),
+        scope=_text(form, "scope") or CampaignScope.POST.value,
+        media_id=media_id,
+        media_caption=_text(form, f"media_caption_{media_id}") or _text(form, "media_caption"),
+        match_mode=_text(form, "match_mode") or MatchMode.WHOLE_WORD.value,
+        keywords=keyword_chips(form, "keywords"),
+        excluded_keywords=keyword_chips(form, "excluded_keywords"),
+        # Keep the DM's own line breaks and inner spacing; only trailing blanks go.
+        dm_text=dm_text.replace("\r\n", "\n").rstrip() if isinstance(dm_text, str) else "",
+        buttons=[
+            LinkButton(_text(form, f"button_title_{i}"), _text(form, f"button_url_{i}"))
+            for i in range(1, MAX_BUTTONS + 1)
+        ],
+        public_replies_text=str(form.get("public_replies") or "").replace("\r\n", "\n"),
+        priority=_text(form, "priority") or "0",
+        once_per_person=form.get("once_per_person") in {"on", "1", "true"},
+    )
+
+
+def keyword_chips(form: FormData, field: str) -> list[str]:
+    """A keyword field: its chips plus whatever is still typed in its entry box."""
+    chips = [v for v in form.getall(field, []) if isinstance(v, str)]
+    return split_keywords([*chips, _text(form, f"{field}_entry")])
+
+
+def utf8_bytes(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def worst_case_text(text: str, *, link: str | None) -> str:
+    """The DM text as long as it can get once the sender fills in the placeholders."""
+    return render(text, username="x" * USERNAME_WORST_CASE, link=link)
+
+
+def check_dm_text(input_: CampaignInput) -> str | None:
+    """The DM text's error, if any (also used by the live preview)."""
+    text = input_.dm_text
+    unknown = sorted(
+        {f"{{{m}}}" for m in _PLACEHOLDER.findall(text)} - set(PLACEHOLDERS),
+    )
+    if unknown:
+        return f"Unknown placeholder {', '.join(unknown)}. Use {{username}} or {{link}}."
+    buttons = input_.filled_buttons
+    if "{link}" in text and not buttons:
+        return "{link} needs a link: add a button with a URL below, or remove {link}."
+    if buttons:
+        # Sent as a button template: the buttons carry the links, `{link}` leaves the text.
+        template_text = worst_case_text(text.replace("{link}", ""), link=None)
+        if len(template_text) > MAX_TEMPLATE_TEXT:
+            return (
+                f"Too long for a message with buttons: {len(template_text)} of "
+                f"{MAX_TEMPLATE_TEXT} characters ({{username}} counts as 30)."
+            )
+        return None
+    as_text = utf8_bytes(worst_case_text(text, link=None))
+    if as_text > MAX_TEXT_BYTES:
+        return (
+            f"Too long for Instagram: {as_text} of {MAX_TEXT_BYTES} bytes "
+            "(emoji take 4 bytes, accented letters 2; {username} counts as 30)."
+        )
+    return None
+
+
+def check_keywords(keywords: list[str], label: str) -> str | None:
+    if len(keywords) > MAX_KEYWORDS:
+        return f"At most {MAX_KEYWORDS} {label}; this has {len(keywords)}."
+    too_long = [k for k in keywords if len(k) > MAX_KEYWORD]
+    if too_long:
+        return f"“{too_long[0][:20]}…” is longer than {MAX_KEYWORD} characters."
+    unmatchable = [k for k in keywords if not keyword_is_matchable(k)]
+    if unmatchable:
+        return f"“{unmatchable[0]}” has no letters or digits, so no comment can ever match it."
+    return None
+
+
+def _check_button(button: LinkButton) -> str | None:
+    if not button.title:
+        return "Give the button a title."
+    if len(button.title) > MAX_BUTTON_TITLE:
+        return f"Button titles are at most {MAX_BUTTON_TITLE} characters ({len(button.title)})."
+    if not button.url:
+        return "Add the link this button opens."
+    parts = urlsplit(button.url)
+    if parts.scheme != "https" or not parts.netloc or " " in button.url:
+        return "Use a full https:// link, like https://example.com/guide."
+    if len(button.url) > MAX_URL:
+        return f"Links are at most {MAX_URL} characters."
+    return None
+
+
+def check_campaign(input_: CampaignInput, *, require_complete: bool) -> dict[str, str]:
+    """Errors by form field; empty when the campaign may be saved (and activated)."""
+    errors: dict[str, str] = {}
+    if not input_.name:
+        errors["name"] = "Give the campaign a name (only you see it)."
+    elif len(input_.name) > MAX_NAME:
+        errors["name"] = f"Names are at most {MAX_NAME} characters."
+    if not input_.account_id.isdigit():
+        errors["account_id"] = "Choose the Instagram account."
+    if input_.scope not in {s.value for s in CampaignScope}:
+        errors["scope"] = "Choose which posts this campaign watches."
+    elif input_.scope == CampaignScope.POST and input_.media_id:
+        if not _MEDIA_ID.match(input_.media_id):
+            errors["media_id"] = "That post id does not look right; pick the post again."
+        elif len(input_.media_caption) > MAX_CAPTION:
+            errors["media_id"] = "That post's caption is too long to keep; pick the post again."
+    if input_.match_mode not in {m.value for m in MatchMode}:
+        errors["match_mode"] = "Choose how comments are matched."
+    for name, keywords, label in (
+        ("keywords", input_.keywords, "keywords"),
+        ("excluded_keywords", input_.excluded_keywords, "excluded keywords"),
+    ):
+        problem = check_keywords(keywords, label)
+        if problem:
+            errors[name] = problem
+    dm_problem = check_dm_text(input_)
+    if dm_problem:
+        errors["dm_text"] = dm_problem
+    if len(input_.filled_buttons) > MAX_BUTTONS:
+        errors["buttons"] = f"At most {MAX_BUTTONS} buttons."
+    for index, button in enumerate(input_.buttons, start=1):
+        if button.title or button.url:
+            problem = _check_button(button)
+            if problem:
+                errors[f"button_{index}"] = problem
+    replies = input_.public_replies
+    if len(replies) > MAX_REPLIES:
+        errors["public_replies"] = (
+            f"At most {MAX_REPLIES} reply variants, one per line; this has {len(replies)}."
+        )
+    elif any(len(reply) > MAX_REPLY for reply in replies):
+        errors["public_replies"] = f"Each reply is at most {MAX_REPLY} characters."
+    try:
+        priority = int(input_.priority)
+    except ValueError:
+        errors["priority"] = "Priority is a whole number between −1000 and 1000."
+    else:
+        low, high = PRIORITY_RANGE
+        if not low <= priority <= high:
+            errors["priority"] = "Priority is a whole number between −1000 and 1000."
+    if require_complete:
+        for name, problem in activation_problems(input_).items():
+            errors.setdefault(name, problem)
+    return errors
+
+
+def activation_problems(input_: CampaignInput) -> dict[str, str]:
+    """What a campaign still lacks before it may go live."""
+    problems: dict[str, str] = {}
+    if input_.scope == CampaignScope.POST and not input_.media_id:
+        problems["media_id"] = "Pick the post to watch (or choose any post / next post)."
+    if input_.match_mode != MatchMode.ANY_COMMENT and not input_.keywords:
+        problems["keywords"] = "Add at least one keyword, or match any comment."
+    if not input_.dm_text.strip():
+        problems["dm_text"] = "Write the DM people receive."
+    return problems
+
+
+def input_from_values(values: Mapping[str, Any]) -> CampaignInput:
+    """An editor form filled from a stored campaign's columns."""
+    buttons = [
+        LinkButton(str(b.get("title", "")), str(b.get("url", "")))
+        for b in (values.get("buttons") or [])
+        if isinstance(b, dict)
+    ][:MAX_BUTTONS]
+    buttons += [LinkButton("", "") for _ in range(MAX_BUTTONS - len(buttons))]
+    return CampaignInput(
+        name=str(values.get("name") or ""),
+        account_id=str(values.get("account_id") or ""),
+        scope=str(values.get("scope") or CampaignScope.POST.value),
+        media_id=str(values.get("media_id") or ""),
+        media_caption=str(values.get("media_caption") or ""),
+        match_mode=str(values.get("match_mode") or MatchMode.WHOLE_WORD.value),
+        keywords=list(values.get("keywords") or []),
+        excluded_keywords=list(values.get("excluded_keywords") or []),
+        dm_text=str(values.get("dm_text") or ""),
+        buttons=buttons,
+        public_replies_text="\n".join(values.get("public_replies") or []),
+        priority=str(values.get("priority") or 0),
+        once_per_person=bool(values.get("once_per_person", True)),
+    )

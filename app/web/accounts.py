@@ -1,0 +1,188 @@
+"""The Accounts page: connect Instagram (OAuth), see each account's health, disconnect.
+
+Members see the cards; owners and admins connect, re-subscribe and disconnect. An account of
+another workspace answers 404. The OAuth callback comes back here with a problem code in the
+URL (`/accounts?connect=denied`), which the page turns into a clear sentence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Response, get, post
+from litestar.di import NamedDependency
+from litestar.exceptions import NotFoundException
+from litestar.params import FromPath, FromQuery
+from litestar.plugins.htmx import HTMXRequest
+from litestar.response import Redirect, Template
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth.current import Viewer
+from app.instagram.accounts import get_account, get_account_card, list_accounts
+from app.instagram.connect import (
+    SESSION_KEY,
+    Connected,
+    ConnectProblem,
+    PendingConnect,
+    account_token,
+    begin_connect,
+    check_callback,
+    claim_state,
+    complete_connect,
+    disconnect_account,
+    subscribe_webhooks,
+    unsubscribe_webhooks,
+)
+from app.operations.idempotency import Finished, Refused
+from app.resources import Resources
+from app.web.idempotency import idempotent, redirect_to
+
+_NO_STORE = {"Cache-Control": "no-store"}
+
+
+def _not_found() -> NotFoundException:
+    return NotFoundException("No such account in this workspace.")
+
+
+class AccountsController(Controller):
+    path = "/accounts"
+
+    @get("/", name="accounts")
+    async def index(
+        self,
+        *,
+        request: HTMXRequest,
+        viewer: NamedDependency[Viewer],
+        db_session: NamedDependency[AsyncSession],
+        connect: FromQuery[str | None] = None,
+        connected: FromQuery[int | None] = None,
+        disconnected: FromQuery[str | None] = None,
+    ) -> Template:
+        accounts = await list_accounts(db_session, viewer.workspace_id)
+        known = {problem.value for problem in ConnectProblem}
+        problem = ConnectProblem(connect) if connect in known else None
+        return Template(
+            "accounts/index.html",
+            context={
+                "accounts": accounts,
+                "problem": problem,
+                "connected_id": connected,
+                "disconnected": disconnected == "1",
+                "welcome": "welcome" in request.query_params,
+                "need_account": "need" in request.query_params,
+                "can_change": viewer.can_change,
+            },
+            headers=_NO_STORE,
+        )
+
+    @get("/{account_id:int}", name="account")
+    async def detail(
+        self,
+        viewer: NamedDependency[Viewer],
+        db_session: NamedDependency[AsyncSession],
+        account_id: FromPath[int],
+    ) -> Template:
+        card = await get_account_card(db_session, viewer.workspace_id, account_id)
+        if card is None:
+            raise _not_found()
+        return Template(
+            "accounts/detail.html",
+            context={"account": card, "can_change": viewer.can_change},
+            headers=_NO_STORE,
+        )
+
+    @post("/connect", name="account_connect", status_code=200)
+    async def connect(
+        self,
+        request: HTMXRequest,
+        editor: NamedDependency[Viewer],
+        resources: NamedDependency[Resources],
+    ) -> Response[Any]:
+        async def action(_: AsyncSession) -> Finished:
+            url, pending = await begin_connect(
+                resources.settings, workspace_id=editor.workspace_id, user_id=editor.user_id
+            )
+            request.session[SESSION_KEY] = pending.to_session()
+            return redirect_to(url)
+
+        return await idempotent(request, resources, editor, scope="account.connect", action=action)
+
+    @get("/instagram/callback", name="instagram_callback")
+    async def callback(
+        self,
+        request: HTMXRequest,
+        editor: NamedDependency[Viewer],
+        resources: NamedDependency[Resources],
+    ) -> Redirect:
+        pending = PendingConnect.from_session(request.session.pop(SESSION_KEY, None))
+        params = {k: v for k, v in request.query_params.items() if isinstance(v, str)}
+        problem = check_callback(
+            pending, params, workspace_id=editor.workspace_id, user_id=editor.user_id
+        )
+        if problem is None and pending is not None:
+            result = (
+                await complete_connect(
+                    resources,
+                    workspace_id=editor.workspace_id,
+                    code=params["code"],
+                    verifier=pending.verifier,
+                )
+                if await claim_state(resources.redis, pending.state)
+                else ConnectProblem.STATE
+            )
+            if isinstance(result, Connected):
+                return Redirect(f"/accounts?connected={result.account_id}", status_code=303)
+            problem = result
+        return Redirect(
+            f"/accounts?connect={(problem or ConnectProblem.STATE).value}", status_code=303
+        )
+
+    @post("/{account_id:int}/subscribe", name="account_subscribe", status_code=200)
+    async def subscribe(
+        self,
+        request: HTMXRequest,
+        editor: NamedDependency[Viewer],
+        resources: NamedDependency[Resources],
+        account_id: FromPath[int],
+    ) -> Response[Any]:
+        async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
+            account = await get_account(session, editor.workspace_id, account_id)
+            token = account_token(resources, account) if account else None
+            if account is None:
+                raise _not_found()
+            if token is None:
+                return Refused(Redirect(f"/accounts/{account_id}", status_code=303))
+            await subscribe_webhooks(resources, account.id, account.ig_user_id, token)
+            return redirect_to(f"/accounts/{account_id}")
+
+        return await idempotent(
+            request, resources, editor, scope="account.subscribe", action=action
+        )
+
+    @post("/{account_id:int}/disconnect", name="account_disconnect", status_code=200)
+    async def disconnect(
+        self,
+        request: HTMXRequest,
+        editor: NamedDependency[Viewer],
+        resources: NamedDependency[Resources],
+        account_id: FromPath[int],
+    ) -> Response[Any]:
+        token_holder: dict[str, str] = {}
+
+        async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
+            account = await get_account(session, editor.workspace_id, account_id)
+            if account is None:
+                raise _not_found()
+            token = account_token(resources, account)
+            if not await disconnect_account(session, editor.workspace_id, account_id):
+                return Refused(Redirect(f"/accounts/{account_id}", status_code=303))
+            if token:
+                token_holder[account.ig_user_id] = token
+            return redirect_to("/accounts?disconnected=1")
+
+        response = await idempotent(
+            request, resources, editor, scope="account.disconnect", action=action
+        )
+        for ig_user_id, token in token_holder.items():
+            await unsubscribe_webhooks(resources.graph, ig_user_id, token)
+        return response

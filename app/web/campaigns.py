@@ -1,0 +1,597 @@
+"""Campaign pages: the list, the editor with its live DM preview, status actions, "Try a comment".
+
+The editor is one form that also works without JavaScript. With htmx it posts in place: a
+form with errors comes back as the form partial (HTTP 422, errors next to the fields), a save
+answers with a redirect. Every state-changing form carries an idempotency key (see
+`app.web.idempotency`), so a double-click saves once and both clicks land on the same page.
+Small partial endpoints serve the editor while someone types: the DM preview, the keyword
+chips, and the post picker (thumbnails straight from the Graph API; image URLs expire, so
+they are never stored).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from litestar import Controller, Response, get, post
+from litestar.di import NamedDependency
+from litestar.exceptions import NotFoundException
+from litestar.params import FromPath, FromQuery
+from litestar.plugins.htmx import HTMXRequest
+from litestar.response import Redirect, Template
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth.current import Viewer
+from app.campaigns.matching import CampaignRule, CommentFacts, choose_campaign
+from app.campaigns.service import (
+    EDITABLE,
+    Problem,
+    Refusal,
+    activate_campaign,
+    archive_campaign,
+    create_campaign,
+    duplicate_campaign,
+    explain_update,
+    get_campaign,
+    list_campaigns,
+    pause_campaign,
+    update_campaign,
+)
+from app.campaigns.validation import (
+    CampaignInput,
+    activation_problems,
+    check_campaign,
+    check_dm_text,
+    check_keywords,
+    input_from_values,
+    keyword_chips,
+    parse_campaign_form,
+)
+from app.db.models import AccountStatus, Campaign, CampaignStatus
+from app.delivery.messages import build_message, buttons_of, render
+from app.instagram.accounts import AccountCard, get_account, list_accounts
+from app.instagram.connect import account_token
+from app.instagram.graph import GraphError
+from app.operations.idempotency import Finished, Refused
+from app.resources import Resources
+from app.web.idempotency import idempotent, redirect_to
+
+_NO_STORE = {"Cache-Control": "no-store"}
+PREVIEW_USERNAME = "jane.doe"
+MEDIA_PAGE_SIZE = 12
+_NOTICES = {
+    "saved": "Saved.",
+    "created": "Campaign created.",
+    "copied": "This is a copy, saved as a draft. Rename it and pick its post.",
+}
+
+
+def _not_found() -> NotFoundException:
+    return NotFoundException("No such campaign in this workspace.")
+
+
+async def _usable_accounts(session: AsyncSession, workspace_id: int) -> list[AccountCard]:
+    return [
+        account
+        for account in await list_accounts(session, workspace_id)
+        if account.status is not AccountStatus.DISCONNECTED
+    ]
+
+
+async def _editor(
+    request: HTMXRequest,
+    session: AsyncSession,
+    viewer: NamedDependency[Viewer],
+    *,
+    campaign: Campaign | None,
+    form: CampaignInput,
+    errors: Mapping[str, str],
+    status_code: int = 200,
+    notice: FromQuery[str | None] = None,
+) -> Template:
+    """The editor page, or only its form when htmx asked (errors swap in place)."""
+    accounts = await list_accounts(session, viewer.workspace_id)
+    context = {
+        "campaign": campaign,
+        "form": form,
+        "errors": errors,
+        "accounts": [a for a in accounts if a.status is not AccountStatus.DISCONNECTED] or accounts,
+        "notice": notice,
+        "can_change": viewer.can_change,
+        "preview": _preview_context(form),
+    }
+    template = "campaigns/_form.html" if request.htmx else "campaigns/edit.html"
+    return Template(template, context=context, status_code=status_code, headers=_NO_STORE)
+
+
+def _preview_context(form: CampaignInput) -> dict[str, Any]:
+    buttons = buttons_of([{"title": b.title, "url": b.url} for b in form.filled_buttons])
+    message = build_message(form.dm_text, buttons, username=PREVIEW_USERNAME)
+    attachment = message.body.get("attachment", {})
+    payload = attachment.get("payload", {}) if isinstance(attachment, dict) else {}
+    text = message.text if form.dm_text.strip() else ""
+    # Count what was typed (placeholders filled in), not the copy the sender would cut to fit.
+    typed = render(
+        form.dm_text.replace("{link}", "") if buttons else form.dm_text,
+        username=PREVIEW_USERNAME,
+        link=None,
+    ).strip()
+    return {
+        "empty": not form.dm_text.strip(),
+        "kind": message.kind,
+        "text": text,
+        "buttons": payload.get("buttons", []) if message.kind == "template" else [],
+        "bytes": len(typed.encode("utf-8")),
+        "chars": len(typed),
+        "error": check_dm_text(form),
+        "username": PREVIEW_USERNAME,
+    }
+
+
+def _back(form: Mapping[str, Any], campaign_id: int) -> str:
+    return "/campaigns" if form.get("back") == "list" else f"/campaigns/{campaign_id}"
+
+
+class CampaignsController(Controller):
+    path = "/campaigns"
+
+    @get("/", name="campaigns")
+    async def index(
+        self,
+        viewer: NamedDependency[Viewer],
+        db_session: NamedDependency[AsyncSession],
+        archived: FromQuery[bool] = False,
+    ) -> Template:
+        campaigns = await list_campaigns(db_session, viewer.workspace_id, archived=archived)
+        accounts = await _usable_accounts(db_session, viewer.workspace_id)
+        return Template(
+            "campaigns/index.html",
+            context={
+                "campaigns": campaigns,
+                "archived": archived,
+                "has_accounts": bool(accounts),
+                "can_change": viewer.can_change,
+            },
+            headers=_NO_STORE,
+        )
+
+    @get("/new", name="campaign_new")
+    async def new(
+        self,
+        request: HTMXRequest,
+        editor: NamedDependency[Viewer],
+        db_session: NamedDependency[AsyncSession],
+        account_id: FromQuery[int | None] = None,
+    ) -> Template | Redirect:
+        accounts = await _usable_accounts(db_session, editor.workspace_id)
+        if not accounts:
+            return Redirect("/accounts?need=1", status_code=303)
+        chosen = next((a for a in accounts if a.id == account_id), accounts[0])
+        form = CampaignInput(account_id=str(chosen.id))
+        return await _editor(request, db_session, editor, campaign=None, form=form, errors={})
+
+    @post("/", name="campaign_create", status_code=200)
+    async def create(
+        self,
+        request: HTMXRequest,
+        editor: NamedDependency[Viewer],
+        resources: NamedDependency[Resources],
+        db_session: NamedDependency[AsyncSession],
+    ) -> Response[Any]:
+        raw = await request.form()
+        form = parse_campaign_form(raw)
+        activate = raw.get("activate") == "1"
+        errors = check_campaign(form, require_complete=activate)
+        if errors:
+            return await _editor(
+                request,
+                db_session,
+                editor,
+                campaign=None,
+                form=form,
+                errors=errors,
+                status_code=422,
+            )
+
+        async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
+            campaign_id = await create_campaign(
+                session,
+                workspace_id=editor.workspace_id,
+                user_id=editor.user_id,
+                values=form.column_values(),
+                activate=activate,
+            )
+            if campaign_id is None:
+                return Refused(
+                    await _editor(
+                        request,
+                        db_session,
+                        editor,
+                        campaign=None,
+                        form=form,
+                        errors={"account_id": "Choose one of this workspace's connected accounts."},
+                        status_code=422,
+                    )
+                )
+            return redirect_to(f"/campaigns/{campaign_id}?notice=created")
+
+        return await idempotent(request, resources, editor, scope="campaign.create", action=action)
+
+    @get("/{campaign_id:int}", name="campaign")
+    async def edit(
+        self,
+        *,
+        request: HTMXRequest,
+        viewer: NamedDependency[Viewer],
+        db_session: NamedDependency[AsyncSession],
+        campaign_id: FromPath[int],
+        notice: FromQuery[str | None] = None,
+        check: FromQuery[bool] = False,
+    ) -> Template:
+        campaign = await get_campaign(db_session, viewer.workspace_id, campaign_id)
+        if campaign is None:
+            raise _not_found()
+        form = input_from_values({name: getattr(campaign, name) for name in EDITABLE})
+        errors = activation_problems(form) if check else {}
+        message = _NOTICES.get(notice or "")
+        if check and errors:
+            message = "Before it can go live, this campaign needs the fields marked below."
+        return await _editor(
+            request,
+            db_session,
+            viewer,
+            campaign=campaign,
+            form=form,
+            errors=errors,
+            notice=message,
+        )
+
+    @post("/{campaign_id:int}", name="campaign_save", status_code=200)
+    async def save(
+        self,
+        request: HTMXRequest,
+        editor: NamedDependency[Viewer],
+        resources: NamedDependency[Resources],
+        db_session: NamedDependency[AsyncSession],
+        campaign_id: FromPath[int],
+    ) -> Response[Any]:
+        campaign = await get_campaign(db_session, editor.workspace_id, campaign_id)
+        if campaign is None:
+            raise _not_found()
+        raw = await request.form()
+        form = parse_campaign_form(raw)
+        try:
+            seen_version = int(str(raw.get("version") or ""))
+        except ValueError:
+            seen_version = -1
+        live = campaign.status is CampaignStatus.ACTIVE
+        errors = check_campaign(form, require_complete=live)
+        if errors:
+            return await _editor(
+                request,
+                db_session,
+                editor,
+                campaign=campaign,
+                form=form,
+                errors=errors,
+                status_code=422,
+                notice="This campaign is live, so it must stay complete; pause it to save a draft."
+                if live and activation_problems(form)
+                else None,
+            )
+
+        async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
+            version = await update_campaign(
+                session,
+                workspace_id=editor.workspace_id,
+                campaign_id=campaign_id,
+                seen_version=seen_version,
+                values=form.column_values(),
+                complete=not activation_problems(form),
+            )
+            if version is not None:
+                return redirect_to(f"/campaigns/{campaign_id}?notice=saved")
+            refusal = await explain_update(
+                session,
+                workspace_id=editor.workspace_id,
+                campaign_id=campaign_id,
+                seen_version=seen_version,
+                account_id=int(form.account_id),
+            )
+            return Refused(
+                await self._refused_save(
+                    request=request,
+                    session=db_session,
+                    editor=editor,
+                    campaign=campaign,
+                    form=form,
+                    refusal=refusal,
+                )
+            )
+
+        return await idempotent(request, resources, editor, scope="campaign.save", action=action)
+
+    async def _refused_save(
+        self,
+        *,
+        request: HTMXRequest,
+        session: AsyncSession,
+        editor: NamedDependency[Viewer],
+        campaign: Campaign,
+        form: CampaignInput,
+        refusal: Refusal,
+    ) -> Response[Any]:
+        if refusal.problem is Problem.NOT_FOUND:
+            raise _not_found()
+        errors: dict[str, str] = {}
+        status, notice = 409, None
+        if refusal.problem is Problem.ARCHIVED:
+            notice = "This campaign is archived; archived campaigns cannot be edited."
+        elif refusal.problem is Problem.CHANGED:
+            notice = (
+                "Someone saved this campaign after you opened it. Your changes were not saved: "
+                "reload the page to see the latest version."
+            )
+        elif refusal.problem is Problem.ACCOUNT:
+            status, errors = 422, {"account_id": "Choose one of this workspace's accounts."}
+        else:
+            status, errors = 422, dict(activation_problems(form))
+            notice = "This campaign is live, so it must stay complete; pause it to save a draft."
+        return await _editor(
+            request,
+            session,
+            editor,
+            campaign=campaign,
+            form=form,
+            errors=errors,
+            status_code=status,
+            notice=notice,
+        )
+
+    @post("/{campaign_id:int}/activate", name="campaign_activate", status_code=200)
+    async def activate(
+        self,
+        request: HTMXRequest,
+        editor: NamedDependency[Viewer],
+        resources: NamedDependency[Resources],
+        campaign_id: FromPath[int],
+    ) -> Response[Any]:
+        back = _back(await request.form(), campaign_id)
+
+        async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
+            refusal = await activate_campaign(session, editor.workspace_id, campaign_id)
+            if refusal is None:
+                return redirect_to(back)
+            if refusal.problem is Problem.NOT_FOUND:
+                raise _not_found()
+            target = f"/campaigns/{campaign_id}?check=1"
+            if refusal.problem is Problem.ACCOUNT_DISCONNECTED:
+                target = "/accounts?reconnect=1"
+            return Refused(Redirect(target, status_code=303))
+
+        return await idempotent(
+            request, resources, editor, scope="campaign.activate", action=action
+        )
+
+    @post("/{campaign_id:int}/pause", name="campaign_pause", status_code=200)
+    async def pause(
+        self,
+        request: HTMXRequest,
+        editor: NamedDependency[Viewer],
+        resources: NamedDependency[Resources],
+        campaign_id: FromPath[int],
+    ) -> Response[Any]:
+        back = _back(await request.form(), campaign_id)
+
+        async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
+            refusal = await pause_campaign(session, editor.workspace_id, campaign_id)
+            return _status_outcome(refusal, back)
+
+        return await idempotent(request, resources, editor, scope="campaign.pause", action=action)
+
+    @post("/{campaign_id:int}/archive", name="campaign_archive", status_code=200)
+    async def archive(
+        self,
+        request: HTMXRequest,
+        editor: NamedDependency[Viewer],
+        resources: NamedDependency[Resources],
+        campaign_id: FromPath[int],
+    ) -> Response[Any]:
+        async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
+            refusal = await archive_campaign(session, editor.workspace_id, campaign_id)
+            return _status_outcome(refusal, "/campaigns")
+
+        return await idempotent(request, resources, editor, scope="campaign.archive", action=action)
+
+    @post("/{campaign_id:int}/duplicate", name="campaign_duplicate", status_code=200)
+    async def duplicate(
+        self,
+        request: HTMXRequest,
+        editor: NamedDependency[Viewer],
+        resources: NamedDependency[Resources],
+        campaign_id: FromPath[int],
+    ) -> Response[Any]:
+        async def action(session: AsyncSession) -> Finished:
+            copy_id = await duplicate_campaign(
+                session,
+                workspace_id=editor.workspace_id,
+                campaign_id=campaign_id,
+                user_id=editor.user_id,
+            )
+            if copy_id is None:
+                raise _not_found()
+            return redirect_to(f"/campaigns/{copy_id}?notice=copied")
+
+        return await idempotent(
+            request, resources, editor, scope="campaign.duplicate", action=action
+        )
+
+    # --- partials that serve the editor while someone types ------------------------------
+
+    @post("/preview", name="campaign_preview", status_code=200)
+    async def preview(self, request: HTMXRequest, viewer: NamedDependency[Viewer]) -> Template:
+        form = parse_campaign_form(await request.form())
+        return Template(
+            "campaigns/_preview.html",
+            context={"preview": _preview_context(form)},
+            headers=_NO_STORE,
+        )
+
+    @post("/keywords", name="campaign_keywords", status_code=200)
+    async def keywords(self, request: HTMXRequest, viewer: NamedDependency[Viewer]) -> Template:
+        raw = await request.form()
+        field = "excluded_keywords" if raw.get("field") == "excluded_keywords" else "keywords"
+        chips = keyword_chips(raw, field)
+        remove = str(raw.get("remove") or "").casefold()
+        if remove:
+            chips = [chip for chip in chips if chip.casefold() != remove]
+        label = "excluded keywords" if field == "excluded_keywords" else "keywords"
+        return Template(
+            "campaigns/_chips.html",
+            context={
+                "field": field,
+                "chips": chips,
+                "error": check_keywords(chips, label),
+                "can_change": True,
+            },
+            headers=_NO_STORE,
+        )
+
+    @get("/media", name="campaign_media")
+    async def media(
+        self,
+        *,
+        viewer: NamedDependency[Viewer],
+        resources: NamedDependency[Resources],
+        db_session: NamedDependency[AsyncSession],
+        account_id: FromQuery[int | None] = None,
+        media_id: FromQuery[str | None] = None,
+        media_caption: FromQuery[str | None] = None,
+        media_account: FromQuery[int | None] = None,
+        after: FromQuery[str | None] = None,
+    ) -> Template:
+        account = (
+            await get_account(db_session, viewer.workspace_id, account_id) if account_id else None
+        )
+        if media_account is not None and media_account != account_id:
+            media_id = media_caption = None  # that post belongs to the previously chosen account
+        context: dict[str, Any] = {
+            "items": [],
+            "after": None,
+            "problem": None,
+            "selected": media_id or "",
+            "selected_caption": media_caption or "",
+            "account": account,
+            "append": bool(after),
+        }
+        token = account_token(resources, account) if account else None
+        if account is None:
+            context["problem"] = "Choose an account to see its posts."
+        elif token is None:
+            context["problem"] = f"Reconnect @{account.username} to pick one of its posts."
+        else:
+            try:
+                page = await resources.graph.list_media(
+                    token, account.ig_user_id, after=after, limit=MEDIA_PAGE_SIZE
+                )
+            except GraphError:
+                context["problem"] = (
+                    "Instagram did not send the posts just now. Try again in a moment, "
+                    "or choose “any post”."
+                )
+            else:
+                context["items"] = [_media_item(item) for item in page.items]
+                context["after"] = page.after
+        return Template("campaigns/_media.html", context=context, headers=_NO_STORE)
+
+    # --- "Try a comment" -----------------------------------------------------------------
+
+    @get("/try", name="campaign_try")
+    async def try_page(
+        self,
+        viewer: NamedDependency[Viewer],
+        db_session: NamedDependency[AsyncSession],
+        account_id: FromQuery[int | None] = None,
+    ) -> Template:
+        accounts = await _usable_accounts(db_session, viewer.workspace_id)
+        chosen = next(
+            (a for a in accounts if a.id == account_id), accounts[0] if accounts else None
+        )
+        return Template(
+            "campaigns/try.html",
+            context={"accounts": accounts, "chosen": chosen},
+            headers=_NO_STORE,
+        )
+
+    @post("/try", name="campaign_try_run", status_code=200)
+    async def try_comment(
+        self,
+        request: HTMXRequest,
+        viewer: NamedDependency[Viewer],
+        db_session: NamedDependency[AsyncSession],
+    ) -> Template:
+        raw = await request.form()
+        text = str(raw.get("comment") or "")
+        media_id = str(raw.get("media_id") or "").strip() or None
+        try:
+            account_id = int(str(raw.get("account_id") or ""))
+        except ValueError:
+            account_id = 0
+        account = await get_account(db_session, viewer.workspace_id, account_id)
+        if account is None:
+            raise NotFoundException("No such account in this workspace.")
+        campaigns = (
+            (
+                await db_session.execute(
+                    select(Campaign)
+                    .where(
+                        Campaign.workspace_id == viewer.workspace_id,
+                        Campaign.account_id == account.id,
+                        Campaign.status != CampaignStatus.ARCHIVED,
+                    )
+                    .order_by(Campaign.id)
+                )
+            )
+            .scalars()
+            .all()
+        )
+        rules = [CampaignRule.from_model(campaign) for campaign in campaigns]
+        decision = choose_campaign(rules, CommentFacts(text=text, media_id=media_id))
+        return Template(
+            "campaigns/_try_result.html",
+            context={
+                "decision": decision,
+                "comment": text,
+                "media_id": media_id,
+                "rules": {rule.id: rule for rule in rules},
+            },
+            headers=_NO_STORE,
+        )
+
+
+def _status_outcome(refusal: Refusal | None, back: str) -> Finished | Refused[Response[Any]]:
+    if refusal is None:
+        return redirect_to(back)
+    if refusal.problem is Problem.NOT_FOUND:
+        raise _not_found()
+    # Already in the asked-for state (or one that does not allow it): nothing to change.
+    return Refused(Redirect(back, status_code=303))
+
+
+def _media_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    kind = str(item.get("media_type") or "")
+    thumbnail = item.get("thumbnail_url") if kind == "VIDEO" else item.get("media_url")
+    return {
+        "id": str(item.get("id") or ""),
+        "caption": str(item.get("caption") or ""),
+        "kind": "Reel"
+        if item.get("media_product_type") == "REELS"
+        else kind.replace("_", " ").title(),
+        "thumbnail": thumbnail
+        if isinstance(thumbnail, str) and thumbnail.startswith("https://")
+        else None,
+        "timestamp": str(item.get("timestamp") or "")[:10],
+        "comments": item.get("comments_count"),
+    }

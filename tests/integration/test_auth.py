@@ -1,0 +1,338 @@
+"""Sign-up, sign-in, sessions, CSRF, throttling and roles, through the real middleware stack.
+
+The app runs in-process against the run's PostgreSQL and Redis; every request goes through
+CSRF, the Redis session store and the auth dependencies exactly as in production.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from litestar.testing import AsyncTestClient
+from redis.asyncio import Redis
+
+from app.asgi import create_app
+from app.auth.passwords import hash_password
+from app.auth.sessions import SESSION_COOKIE, SESSION_NAMESPACE
+from app.auth.throttle import ThrottlePolicy
+from app.db.models import Role, User, WorkspaceMember
+from app.resources import Resources
+from app.settings import Settings, load_settings
+from tests.support.dashboard import PASSWORD, csrf_token, sign_up, tokens
+
+EMAIL = "sunny@example.com"
+
+
+@pytest.fixture
+async def client(settings: Settings) -> AsyncIterator[AsyncTestClient]:  # type: ignore[type-arg]
+    async with AsyncTestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+async def _login(client: AsyncTestClient, email: str, password: str):  # type: ignore[type-arg,no-untyped-def]
+    page = await client.get("/login")  # a signed-in browser lands on the dashboard instead
+    return await client.post(
+        "/login",
+        data={"_csrf_token": csrf_token(page.text), "email": email, "password": password},
+        follow_redirects=False,
+    )
+
+
+def _session_cookie(client: AsyncTestClient) -> str | None:  # type: ignore[type-arg]
+    value = client.cookies.get(SESSION_COOKIE)
+    return value if value and value != "null" else None
+
+
+async def _signed_in_as(settings: Settings, cookie: str | None) -> bool:
+    """Does this session id (alone, in another browser) open the dashboard?"""
+    async with AsyncTestClient(create_app(settings)) as other:
+        if cookie:
+            other.cookies.set(SESSION_COOKIE, cookie)
+        response = await other.get("/", follow_redirects=False, headers={"accept": "text/html"})
+        return response.status_code == 200
+
+
+async def test_signup_creates_a_workspace_and_signs_in(
+    client: AsyncTestClient,
+    test_env: dict[str, str],  # type: ignore[type-arg]
+) -> None:
+    response = await sign_up(client, EMAIL, workspace="Sunny Bakes")
+    assert response.headers["location"] == "/accounts?welcome=1"
+    home = await client.get("/")
+    assert home.status_code == 200
+    assert "Sunny Bakes" in home.text
+    assert 'action="/logout"' in home.text
+
+    cookie = client.cookies.get(SESSION_COOKIE)
+    assert cookie
+    set_cookie = response.headers["set-cookie"]
+    assert "HttpOnly" in set_cookie
+    assert "samesite=lax" in set_cookie.lower()
+    assert "Secure" not in set_cookie  # PUBLIC_BASE_URL is http in tests
+
+
+async def test_signup_refuses_a_taken_email_and_a_short_password(
+    client: AsyncTestClient,  # type: ignore[type-arg]
+    settings: Settings,
+    test_env: dict[str, str],  # type: ignore[type-arg]
+) -> None:
+    await sign_up(client, EMAIL)
+    async with AsyncTestClient(create_app(settings)) as other:
+        page = await other.get("/signup")
+        taken = await other.post(
+            "/signup",
+            data={**tokens(page.text, "/signup"), "email": EMAIL.upper(), "password": PASSWORD},
+        )
+        assert taken.status_code == 422
+        assert "already exists" in taken.text
+        short = await other.post(
+            "/signup",
+            data={**tokens(page.text, "/signup"), "email": "new@example.com", "password": "short"},
+        )
+        assert short.status_code == 422
+        assert "at least 10 characters" in short.text
+        assert _session_cookie(other) is None
+
+
+async def test_cookies_are_secure_behind_https(test_env: dict[str, str]) -> None:
+    settings = load_settings({**test_env, "PUBLIC_BASE_URL": "https://oncereply.example"})
+    async with AsyncTestClient(create_app(settings), base_url="https://testserver.local") as c:
+        response = await sign_up(c, EMAIL)
+        session_cookie = next(
+            v for v in response.headers.get_list("set-cookie") if v.startswith(SESSION_COOKIE)
+        )
+        assert "Secure" in session_cookie
+        assert "HttpOnly" in session_cookie
+        page = await c.get("/")
+        csrf_cookie = page.headers.get("set-cookie", "")
+        # The CSRF cookie was set by the first GET of the sign-up page.
+        assert "csrftoken" in c.cookies
+        assert "csrftoken" not in csrf_cookie or "HttpOnly" in csrf_cookie
+
+
+async def test_forms_without_the_csrf_token_are_refused(
+    client: AsyncTestClient,
+    test_env: dict[str, str],  # type: ignore[type-arg]
+) -> None:
+    await client.get("/login")  # the CSRF cookie alone is not enough
+    refused = await client.post(
+        "/login", data={"email": EMAIL, "password": PASSWORD}, follow_redirects=False
+    )
+    assert refused.status_code == 403
+
+    await sign_up(client, EMAIL)
+    page = await client.get("/accounts")
+    no_token = await client.post("/accounts/connect", data={"_idem": "x" * 32})
+    assert no_token.status_code == 403
+    wrong = await client.post(
+        "/accounts/connect", data={"_csrf_token": "forged" * 20, "_idem": "x" * 32}
+    )
+    assert wrong.status_code == 403
+    logout_without = await client.post("/logout", follow_redirects=False)
+    assert logout_without.status_code == 403
+
+    # The same forms with the page's token go through.
+    accepted = await client.post(
+        "/logout", data=tokens(page.text, "/logout"), follow_redirects=False
+    )
+    assert accepted.status_code == 303
+
+
+async def test_htmx_requests_pass_csrf_with_the_header(
+    client: AsyncTestClient,
+    test_env: dict[str, str],  # type: ignore[type-arg]
+) -> None:
+    await sign_up(client, EMAIL)
+    page = await client.get("/accounts")
+    token = tokens(page.text, "/logout")["_csrf_token"]
+    preview = await client.post(
+        "/campaigns/preview",
+        data={"dm_text": "Hi {username}"},
+        headers={"x-csrftoken": token, "hx-request": "true"},
+    )
+    assert preview.status_code == 200
+    assert "Hi jane.doe" in preview.text
+    refused = await client.post(
+        "/campaigns/preview", data={"dm_text": "Hi"}, headers={"hx-request": "true"}
+    )
+    assert refused.status_code == 403
+
+
+async def test_the_session_id_changes_at_sign_in_and_the_old_one_stops_working(
+    client: AsyncTestClient,  # type: ignore[type-arg]
+    settings: Settings,
+    test_env: dict[str, str],  # type: ignore[type-arg]
+) -> None:
+    await sign_up(client, EMAIL)
+    first = _session_cookie(client)
+    assert first
+    assert await _signed_in_as(settings, first)
+
+    # An id planted before sign-in (session fixation) is never the one signed in.
+    planted = "a" * 64
+    client.cookies.set(SESSION_COOKIE, planted, domain="testserver.local")
+    response = await _login(client, EMAIL, PASSWORD)
+    assert response.status_code == 303
+    second = _session_cookie(client)
+    assert second
+    assert second not in {first, planted}
+    assert await _signed_in_as(settings, second)
+    assert not await _signed_in_as(settings, planted)
+
+    # Signing in again from a signed-in session rotates again and kills the previous id.
+    response = await _login(client, EMAIL, PASSWORD)
+    third = _session_cookie(client)
+    assert third
+    assert third != second
+    assert await _signed_in_as(settings, third)
+    assert not await _signed_in_as(settings, second)
+
+
+async def test_sessions_live_in_redis_under_their_namespace(
+    client: AsyncTestClient,
+    settings: Settings,
+    test_env: dict[str, str],  # type: ignore[type-arg]
+) -> None:
+    await client.get("/login")
+    redis = Redis.from_url(settings.redis_url)
+    try:
+        assert await redis.keys(f"{SESSION_NAMESPACE}:*") == []  # visitors get no session
+        await sign_up(client, EMAIL)
+        cookie = _session_cookie(client)
+        assert await redis.exists(f"{SESSION_NAMESPACE}:{cookie}")
+    finally:
+        await redis.aclose()
+
+
+async def test_sign_out_deletes_the_session(
+    client: AsyncTestClient,  # type: ignore[type-arg]
+    settings: Settings,
+    test_env: dict[str, str],  # type: ignore[type-arg]
+) -> None:
+    await sign_up(client, EMAIL)
+    cookie = _session_cookie(client)
+    page = await client.get("/")
+    response = await client.post(
+        "/logout", data=tokens(page.text, "/logout"), follow_redirects=False
+    )
+    assert response.headers["location"] == "/login?signed_out=1"
+    assert _session_cookie(client) is None
+    assert not await _signed_in_as(settings, cookie)
+    again = await client.get("/campaigns", follow_redirects=False, headers={"accept": "text/html"})
+    assert again.status_code == 303
+    assert again.headers["location"] == "/login?next=/campaigns"
+
+
+async def test_sign_in_returns_to_the_page_asked_for_but_never_off_site(
+    client: AsyncTestClient,
+    test_env: dict[str, str],  # type: ignore[type-arg]
+) -> None:
+    await sign_up(client, EMAIL)
+    client.cookies.clear()
+    for asked, landed in (
+        ("/campaigns", "/campaigns"),
+        ("//evil.example/x", "/"),
+        ("https://evil.example", "/"),
+    ):
+        client.cookies.clear()
+        page = await client.get("/login", params={"next": asked})
+        response = await client.post(
+            "/login",
+            data={
+                **tokens(page.text, "/login"),
+                "email": EMAIL,
+                "password": PASSWORD,
+                "next": asked,
+            },
+            follow_redirects=False,
+        )
+        assert response.headers["location"] == landed
+
+
+async def test_failed_sign_ins_are_slowed_then_refused_and_success_resets(
+    client: AsyncTestClient,
+    test_env: dict[str, str],  # type: ignore[type-arg]
+) -> None:
+    await sign_up(client, EMAIL)
+    client.cookies.clear()  # a visitor again
+    policy = ThrottlePolicy()
+    page = await client.get("/login")
+    form = tokens(page.text, "/login")
+
+    async def attempt(password: str) -> tuple[int, float, str]:
+        started = time.monotonic()
+        response = await client.post(
+            "/login",
+            data={**form, "email": EMAIL, "password": password, "next": "/"},
+            follow_redirects=False,
+        )
+        return response.status_code, time.monotonic() - started, response.text
+
+    # A few mistakes, then a success, which clears the count.
+    for _ in range(policy.free_failures):
+        status, _, text = await attempt("wrong password 1")
+        assert status == 400
+        assert "do not match" in text
+    status, _, _ = await attempt(PASSWORD)
+    assert status == 303
+
+    # Counting from zero again (were it not reset, the lock below would come 4 attempts
+    # early): the first few are free, then each waits longer than the one before.
+    for _ in range(policy.free_failures):
+        status, _, _ = await attempt("wrong password 2")
+        assert status == 400
+    slowed = 0.0
+    for n in range(policy.free_failures + 1, policy.lock_after + 1):
+        status, elapsed, _ = await attempt("wrong password 3")
+        assert status == 400
+        assert elapsed >= policy.delay_for(n) * 0.9, (n, elapsed)
+        slowed += elapsed
+    expected = sum(
+        policy.delay_for(n) for n in range(policy.free_failures + 1, policy.lock_after + 1)
+    )
+    assert slowed >= expected * 0.9
+
+    # Then refused for a while, even with the right password, with a clear message and
+    # without the wait (nothing is checked).
+    status, elapsed, text = await attempt(PASSWORD)
+    assert status == 429
+    assert "Too many failed sign-in attempts" in text
+    assert "15 minutes" in text
+    assert elapsed < policy.max_delay_s
+
+
+async def test_members_see_but_cannot_change(
+    client: AsyncTestClient,  # type: ignore[type-arg]
+    settings: Settings,
+    resources: Resources,
+    test_env: dict[str, str],  # type: ignore[type-arg]
+) -> None:
+    await sign_up(client, EMAIL, workspace="Sunny Bakes")
+    owner = (await client.get("/accounts")).text
+    assert 'id="connect-instagram"' in owner
+
+    async with resources.sessionmaker() as session, session.begin():
+        workspace_id = (
+            (await session.execute(WorkspaceMember.__table__.select().limit(1))).one().workspace_id
+        )
+        member = User(email="helper@example.com", password_hash=hash_password(PASSWORD))
+        session.add(member)
+        await session.flush()
+        session.add(WorkspaceMember(workspace_id=workspace_id, user_id=member.id, role=Role.MEMBER))
+
+    async with AsyncTestClient(create_app(settings)) as helper:
+        assert (await _login(helper, "helper@example.com", PASSWORD)).status_code == 303
+        accounts = await helper.get("/accounts")
+        assert accounts.status_code == 200
+        assert "Sunny Bakes" in accounts.text
+        assert 'id="connect-instagram"' not in accounts.text
+        assert (await helper.get("/campaigns")).status_code == 200
+        new = await helper.get("/campaigns/new", headers={"accept": "text/html"})
+        assert new.status_code == 403
+        assert "lets you see everything but not change it" in new.text
+        refused = await helper.post(
+            "/accounts/connect", data=tokens(accounts.text, "/logout") | {"_idem": "k" * 32}
+        )
+        assert refused.status_code == 403
