@@ -70,6 +70,7 @@ class AccountsController(Controller):
                 "disconnected": disconnected == "1",
                 "welcome": "welcome" in request.query_params,
                 "need_account": "need" in request.query_params,
+                "reconnect": "reconnect" in request.query_params,
                 "can_change": viewer.can_change,
             },
             headers=_NO_STORE,

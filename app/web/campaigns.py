@@ -11,7 +11,7 @@ they are never stored).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from litestar import Controller, Response, get, post
@@ -358,21 +358,13 @@ class CampaignsController(Controller):
         resources: NamedDependency[Resources],
         campaign_id: FromPath[int],
     ) -> Response[Any]:
-        back = _back(await request.form(), campaign_id)
-
-        async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
-            refusal = await activate_campaign(session, editor.workspace_id, campaign_id)
-            if refusal is None:
-                return redirect_to(back)
-            if refusal.problem is Problem.NOT_FOUND:
-                raise _not_found()
-            target = f"/campaigns/{campaign_id}?check=1"
-            if refusal.problem is Problem.ACCOUNT_DISCONNECTED:
-                target = "/accounts?reconnect=1"
-            return Refused(Redirect(target, status_code=303))
-
-        return await idempotent(
-            request, resources, editor, scope="campaign.activate", action=action
+        return await _change_status(
+            request,
+            editor,
+            resources,
+            campaign_id=campaign_id,
+            scope="campaign.activate",
+            change=activate_campaign,
         )
 
     @post("/{campaign_id:int}/pause", name="campaign_pause", status_code=200)
@@ -383,13 +375,14 @@ class CampaignsController(Controller):
         resources: NamedDependency[Resources],
         campaign_id: FromPath[int],
     ) -> Response[Any]:
-        back = _back(await request.form(), campaign_id)
-
-        async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
-            refusal = await pause_campaign(session, editor.workspace_id, campaign_id)
-            return _status_outcome(refusal, back)
-
-        return await idempotent(request, resources, editor, scope="campaign.pause", action=action)
+        return await _change_status(
+            request,
+            editor,
+            resources,
+            campaign_id=campaign_id,
+            scope="campaign.pause",
+            change=pause_campaign,
+        )
 
     @post("/{campaign_id:int}/archive", name="campaign_archive", status_code=200)
     async def archive(
@@ -399,11 +392,14 @@ class CampaignsController(Controller):
         resources: NamedDependency[Resources],
         campaign_id: FromPath[int],
     ) -> Response[Any]:
-        async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
-            refusal = await archive_campaign(session, editor.workspace_id, campaign_id)
-            return _status_outcome(refusal, "/campaigns")
-
-        return await idempotent(request, resources, editor, scope="campaign.archive", action=action)
+        return await _change_status(
+            request,
+            editor,
+            resources,
+            campaign_id=campaign_id,
+            scope="campaign.archive",
+            change=archive_campaign,
+        )
 
     @post("/{campaign_id:int}/duplicate", name="campaign_duplicate", status_code=200)
     async def duplicate(
@@ -571,13 +567,37 @@ class CampaignsController(Controller):
         )
 
 
-def _status_outcome(refusal: Refusal | None, back: str) -> Finished | Refused[Response[Any]]:
-    if refusal is None:
-        return redirect_to(back)
-    if refusal.problem is Problem.NOT_FOUND:
-        raise _not_found()
-    # Already in the asked-for state (or one that does not allow it): nothing to change.
-    return Refused(Redirect(back, status_code=303))
+StatusChange = Callable[[AsyncSession, int, int], Awaitable[Refusal | None]]
+
+
+async def _change_status(
+    request: HTMXRequest,
+    editor: Viewer,
+    resources: Resources,
+    *,
+    campaign_id: int,
+    scope: str,
+    change: StatusChange,
+) -> Response[Any]:
+    """Run one status change (activate, pause, archive) as an idempotent form."""
+    form = await request.form()
+    back = "/campaigns" if scope == "campaign.archive" else _back(form, campaign_id)
+
+    async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
+        refusal = await change(session, editor.workspace_id, campaign_id)
+        if refusal is None:
+            return redirect_to(back)
+        if refusal.problem is Problem.NOT_FOUND:
+            raise _not_found()
+        if refusal.problem is Problem.INCOMPLETE:
+            back_to = f"/campaigns/{campaign_id}?check=1"  # the editor says what is missing
+        elif refusal.problem is Problem.ACCOUNT_DISCONNECTED:
+            back_to = "/accounts?reconnect=1"
+        else:
+            back_to = back  # already in that state, or one that does not allow it
+        return Refused(Redirect(back_to, status_code=303))
+
+    return await idempotent(request, resources, editor, scope=scope, action=action)
 
 
 def _media_item(item: Mapping[str, Any]) -> dict[str, Any]:

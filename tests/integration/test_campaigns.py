@@ -15,6 +15,7 @@ from sqlalchemy import select
 
 from app.asgi import create_app
 from app.db.models import Campaign, CampaignStatus, DmLog, LegState, TriggerKind
+from app.instagram.connect import disconnect_account
 from app.resources import Resources
 from app.settings import Settings, load_settings
 from tests.support.dashboard import (
@@ -579,3 +580,20 @@ async def test_try_a_comment_explains_the_winner_and_the_misses(
     excluded = await try_comment("RECIPE giveaway", LEMON_REEL)
     assert "excludes a word" in excluded
     assert {specific, anywhere}
+
+
+async def test_a_campaign_on_a_disconnected_account_cannot_go_live(
+    owner: tuple[Client, int], resources: Resources
+) -> None:
+    client, account_id = owner
+    campaign_id = await _create(client, account_id)
+    _, workspace_id = await identity_of(resources, OWNER)
+    async with resources.sessionmaker() as session, session.begin():
+        assert await disconnect_account(session, workspace_id, account_id)
+    response = await _post(
+        client, f"/campaigns/{campaign_id}/activate", f"/campaigns/{campaign_id}"
+    )
+    assert response.headers["location"] == "/accounts?reconnect=1"
+    page = await client.get(response.headers["location"])
+    assert "Connect it again, then activate the campaign" in page.text
+    assert (await _campaign(resources, campaign_id)).status is CampaignStatus.DRAFT
