@@ -44,6 +44,14 @@ JOB_SPECS: dict[str, JobSpec] = {
     "refresh_tokens": JobSpec(timeout=600),
     # Re-enqueues stored webhook events whose ingest job never reached Redis.
     "outbox_relay": JobSpec(timeout=60),
+    # Missed-webhook recovery (app/delivery/reconcile.py): the cron tick enqueues one sweep per
+    # due account; a sweep stops reading after 200 s, so 300 s leaves time to record.
+    "reconcile_comments": JobSpec(timeout=60),
+    "reconcile_account": JobSpec(timeout=300),
+    # Next-post binding and the backfill of the bound post (app/campaigns/next_post.py).
+    "bind_next_posts": JobSpec(timeout=300),
+    # Webhook subscription self-check (app/instagram/subscriptions.py).
+    "check_webhook_subscriptions": JobSpec(timeout=300),
 }
 
 

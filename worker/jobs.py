@@ -10,9 +10,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from app.delivery import outbox, sweeps, verify
+from app.campaigns import next_post
+from app.delivery import outbox, reconcile, sweeps, verify
 from app.delivery import process_comment as delivery
 from app.delivery.claims import autocommit
+from app.instagram import subscriptions
 from app.instagram.token_refresh import refresh_expiring_tokens
 from app.maintenance import retention
 from worker.context import state_of
@@ -84,6 +86,30 @@ async def refresh_tokens(ctx: dict[str, Any]) -> dict[str, int]:
         return await refresh_expiring_tokens(session, resources.cipher, resources.graph)
 
 
+async def reconcile_comments(ctx: dict[str, Any]) -> dict[str, int]:
+    """Cron tick: enqueue a sweep for each account due one (RECONCILE_INTERVAL_S)."""
+    return {"enqueued": await reconcile.enqueue_due_sweeps(state_of(ctx).resources)}
+
+
+async def reconcile_account(ctx: dict[str, Any], *, account_id: int) -> dict[str, Any]:
+    report = await reconcile.reconcile_account(state_of(ctx).resources, account_id)
+    return report.as_dict()
+
+
+async def bind_next_posts(ctx: dict[str, Any], *, account_id: int | None = None) -> dict[str, Any]:
+    report = await next_post.bind_next_posts(state_of(ctx).resources, account_id=account_id)
+    return report.as_dict()
+
+
+async def check_webhook_subscriptions(
+    ctx: dict[str, Any], *, account_id: int | None = None, force: bool = False
+) -> dict[str, Any]:
+    report = await subscriptions.check_subscriptions(
+        state_of(ctx).resources, account_id=account_id, force=force
+    )
+    return report.as_dict()
+
+
 FUNCTIONS: list[JobFunction] = [
     purge_expired,
     ingest_event,
@@ -93,6 +119,10 @@ FUNCTIONS: list[JobFunction] = [
     sweep_stale_claims,
     relay_due_work,
     refresh_tokens,
+    reconcile_comments,
+    reconcile_account,
+    bind_next_posts,
+    check_webhook_subscriptions,
 ]
 
 # (job name, croniter expression; a sixth field, when present, is seconds)
@@ -102,4 +132,10 @@ CRONS: list[tuple[str, str]] = [
     ("sweep_stale_claims", "* * * * * */15"),
     ("relay_due_work", "* * * * * */30"),
     ("refresh_tokens", "5 5 * * *"),
+    # Every 15 s: cheap when nothing is due; each account is swept every RECONCILE_INTERVAL_S,
+    # and a fresh worker sweeps never-swept accounts within 15 s of starting.
+    ("reconcile_comments", "* * * * * */15"),
+    ("bind_next_posts", "* * * * * 30"),
+    # Hourly: accounts whose subscription is over a day old, missing or failed last time.
+    ("check_webhook_subscriptions", "41 * * * *"),
 ]
