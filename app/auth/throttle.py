@@ -2,11 +2,13 @@
 
 Every attempt is counted *before* the password is checked, in one atomic Redis script, and a
 success clears the count for that email. Counting first means a burst of parallel guesses
-cannot all slip in before the first failure is recorded. Two counters apply: one per email
-(the account under attack) and a looser one per client address (one source spraying many
-emails). Past `free_failures` an attempt waits `base_delay_s`, doubling up to `max_delay_s`;
-past `lock_after` attempts the email (or address) is refused for `lock_s`, after which it
-starts again with a fresh count.
+cannot all slip in before the first failure is recorded.
+
+Per email (the account under attack): past `free_failures` an attempt waits `base_delay_s`,
+doubling up to `max_delay_s`; past `lock_after` the email is refused for `lock_s`, then it
+starts again with a fresh count. Per client address (one source spraying many emails) the
+count only slows attempts down, past `address_free_failures`: behind a reverse proxy many
+people can share one address, and a lock there would let anyone lock everyone out.
 """
 
 from __future__ import annotations
@@ -18,14 +20,12 @@ from redis.asyncio import Redis
 
 _PREFIX = "oncereply:login"
 
-# KEYS: email counter, email lock, address counter, address lock
-# ARGV: window seconds, lock seconds, email limit, address limit
-# Returns {locked (0/1), email count, seconds until the lock ends}.
+# KEYS: email counter, email lock, address counter
+# ARGV: window seconds, lock seconds, email limit
+# Returns {locked (0/1), email count, address count, seconds until the lock ends}.
 _ATTEMPT_SCRIPT = """
-for _, lock in ipairs({KEYS[2], KEYS[4]}) do
-  local ttl = redis.call('TTL', lock)
-  if ttl > 0 then return {1, 0, ttl} end
-end
+local ttl = redis.call('TTL', KEYS[2])
+if ttl > 0 then return {1, 0, 0, ttl} end
 local email_count = redis.call('INCR', KEYS[1])
 if email_count == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
 local address_count = redis.call('INCR', KEYS[3])
@@ -33,14 +33,18 @@ if address_count == 1 then redis.call('EXPIRE', KEYS[3], ARGV[1]) end
 if email_count > tonumber(ARGV[3]) then
   redis.call('SET', KEYS[2], '1', 'EX', ARGV[2])
   redis.call('DEL', KEYS[1])
-  return {1, email_count, tonumber(ARGV[2])}
+  return {1, email_count, address_count, tonumber(ARGV[2])}
 end
-if address_count > tonumber(ARGV[4]) then
-  redis.call('SET', KEYS[4], '1', 'EX', ARGV[2])
-  redis.call('DEL', KEYS[3])
-  return {1, email_count, tonumber(ARGV[2])}
-end
-return {0, email_count, 0}
+return {0, email_count, address_count, 0}
+"""
+
+# KEYS: email counter, address counter. A success forgets the email's count and takes its own
+# attempt back off the address's count (which keeps its expiry), so the address counts failures.
+_SUCCESS_SCRIPT = """
+redis.call('DEL', KEYS[1])
+local seen = tonumber(redis.call('GET', KEYS[2]) or '0')
+if seen > 0 then redis.call('DECR', KEYS[2]) end
+return 0
 """
 
 
@@ -48,17 +52,18 @@ return {0, email_count, 0}
 class ThrottlePolicy:
     free_failures: int = 3
     lock_after: int = 8
-    address_lock_after: int = 50
+    address_free_failures: int = 20
     window_s: int = 15 * 60
     lock_s: int = 15 * 60
     base_delay_s: float = 0.25
     max_delay_s: float = 2.0
 
-    def delay_for(self, attempt: int) -> float:
-        """Seconds to hold the `attempt`-th consecutive attempt before checking it."""
-        if attempt <= self.free_failures:
+    def delay_for(self, attempt: int, *, free: int | None = None) -> float:
+        """Seconds to hold the `attempt`-th attempt in the window before checking it."""
+        free = self.free_failures if free is None else free
+        if attempt <= free:
             return 0.0
-        delay = self.base_delay_s * 2.0 ** (attempt - self.free_failures - 1)
+        delay = self.base_delay_s * 2.0 ** (attempt - free - 1)
         return min(delay, self.max_delay_s)
 
 
@@ -90,26 +95,29 @@ class LoginThrottle:
             f"{_PREFIX}:fail:email:{email_id}",
             f"{_PREFIX}:lock:email:{email_id}",
             f"{_PREFIX}:fail:addr:{address_id}",
-            f"{_PREFIX}:lock:addr:{address_id}",
         ]
 
     async def attempt(self, email: str, address: str) -> AttemptDecision:
         """Count an attempt and say whether it may proceed and how long it must wait first."""
         policy = self.policy
-        locked, count, ttl = await self._redis.eval(  # type: ignore[misc]
+        locked, email_count, address_count, ttl = await self._redis.eval(  # type: ignore[misc]
             _ATTEMPT_SCRIPT,
-            4,
+            3,
             *self._keys(email, address),
             policy.window_s,
             policy.lock_s,
             policy.lock_after,
-            policy.address_lock_after,
         )
         if int(locked):
             return AttemptDecision(allowed=False, delay_s=0.0, retry_after_s=int(ttl))
-        return AttemptDecision(allowed=True, delay_s=policy.delay_for(int(count)), retry_after_s=0)
+        delay = max(
+            policy.delay_for(int(email_count)),
+            policy.delay_for(int(address_count), free=policy.address_free_failures),
+        )
+        return AttemptDecision(allowed=True, delay_s=delay, retry_after_s=0)
 
     async def succeeded(self, email: str, address: str) -> None:
-        """A correct password clears the email's count (not the address's: one valid account
-        must not let a guesser reset its budget between guesses)."""
-        await self._redis.delete(self._keys(email, address)[0])
+        """A correct password clears the email's count; the address keeps its failures, so one
+        valid account cannot reset a guesser's budget between guesses."""
+        email_key, _, address_key = self._keys(email, address)
+        await self._redis.eval(_SUCCESS_SCRIPT, 2, email_key, address_key)  # type: ignore[misc]

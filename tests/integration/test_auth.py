@@ -303,6 +303,36 @@ async def test_failed_sign_ins_are_slowed_then_refused_and_success_resets(
     assert elapsed < policy.max_delay_s
 
 
+async def test_one_address_trying_many_emails_is_slowed_but_never_locks_everyone_out(
+    client: AsyncTestClient,  # type: ignore[type-arg]
+    test_env: dict[str, str],
+) -> None:
+    await sign_up(client, EMAIL)
+    client.cookies.clear()
+    policy = ThrottlePolicy()
+    page = await client.get("/login")
+    form = tokens(page.text, "/login")
+
+    async def attempt(email: str, password: str) -> tuple[int, float]:
+        started = time.monotonic()
+        response = await client.post(
+            "/login",
+            data={**form, "email": email, "password": password},
+            follow_redirects=False,
+        )
+        return response.status_code, time.monotonic() - started
+
+    for n in range(1, policy.address_free_failures + 3):
+        status, elapsed = await attempt(f"guess{n}@example.com", "wrong password")
+        assert status == 400  # a different email each time: no email is locked
+        wait = policy.delay_for(n, free=policy.address_free_failures)
+        assert elapsed >= wait * 0.9, (n, elapsed)
+    # The real owner behind the same address still gets in, only a little later.
+    status, elapsed = await attempt(EMAIL, PASSWORD)
+    assert status == 303
+    assert elapsed >= policy.delay_for(n + 1, free=policy.address_free_failures) * 0.9
+
+
 async def test_members_see_but_cannot_change(
     client: AsyncTestClient,  # type: ignore[type-arg]
     settings: Settings,

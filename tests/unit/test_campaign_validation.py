@@ -259,6 +259,9 @@ def test_pending_connect_survives_the_session_and_rejects_junk() -> None:
 def test_throttle_schedule() -> None:
     policy = ThrottlePolicy(free_failures=3, base_delay_s=0.25, max_delay_s=2.0)
     assert [policy.delay_for(n) for n in range(1, 10)] == [0, 0, 0, 0.25, 0.5, 1.0, 2.0, 2.0, 2.0]
+    # One address trying many emails is slowed later, and never locked out.
+    assert policy.delay_for(20, free=20) == 0
+    assert policy.delay_for(22, free=20) == 0.5
 
 
 @pytest.mark.parametrize(
