@@ -9,7 +9,7 @@ DEV_DB ?= oncereply
 E2E_FLAGS := --screenshot only-on-failure --output test-results/playwright
 
 .PHONY: help install services env migrate dev web worker sandbox test lint format typecheck \
-        migrate-check unit integration e2e chromium clean bench-deliver chaos
+        migrate-check unit integration e2e chromium clean bench-deliver chaos bench bench-smoke
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -72,6 +72,7 @@ test: install services chromium lint typecheck migrate-check ## everything CI ru
 	@$(RUN) pytest tests/e2e -q $(E2E_FLAGS)
 	@mkdir -p test-results && $(RUN) python -m bench.chaos --smoke > test-results/chaos.json \
 	  && echo "chaos run: ok" || { cat test-results/chaos.json; exit 1; }
+	@$(MAKE) --no-print-directory bench-smoke
 
 lint: ## ruff check and format check
 	@$(RUN) ruff check --quiet .
@@ -103,6 +104,14 @@ e2e: install services chromium ## browser tests in Debian's Chromium
 chromium: ## install Debian's chromium when it is absent (never `playwright install`)
 	@command -v chromium >/dev/null || { echo "installing Debian's chromium"; \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }
+
+bench: install services ## webhook ingestion benchmark, full size (JSON; about two minutes)
+	@$(RUN) python -m bench.ingest
+
+bench-smoke: install services ## the ingestion benchmark in seconds (make test runs it)
+	@mkdir -p test-results && $(RUN) python -m bench.ingest --smoke > test-results/bench-ingest.json \
+	  && echo "ingest bench smoke: ok (test-results/bench-ingest.json)" \
+	  || { cat test-results/bench-ingest.json; exit 1; }
 
 bench-deliver: install services ## delivery benchmark: N comments through one worker process (JSON)
 	@$(RUN) python -m bench.deliver $(if $(SMOKE),--smoke,)

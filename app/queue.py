@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from saq import Job, Queue
+from saq import Job, Queue, Status
 from saq.job import ABORT_ID_PREFIX
 from saq.queue.redis import RedisQueue
 from saq.utils import now as saq_now
@@ -80,23 +80,27 @@ async def enqueue_many(
     """
     if not jobs:
         return 0
-    first_key, first_kwargs = jobs[0]
-    first = _job(name, first_key, 0, first_kwargs)
-    # The ordinary way once: it also registers SAQ's enqueue script, which the pipeline reuses.
-    added = 0 if await queue.enqueue(first) is None else 1
+    prototype = _job(name, jobs[0][0], 0, jobs[0][1])
+    added, start = 0, 0
+    if getattr(queue, "_enqueue_script", None) is None:
+        # The ordinary way once: it also registers SAQ's enqueue script, which the pipeline
+        # reuses, and sets what SAQ sets on an enqueued job.
+        added, start = (0 if await queue.enqueue(prototype) is None else 1), 1
+    else:
+        prototype.queue, prototype.status, prototype.queued = queue, Status.QUEUED, saq_now()
     script = getattr(queue, "_enqueue_script", None)
     if not isinstance(queue, RedisQueue) or script is None:
-        for key, kwargs in jobs[1:]:
+        for key, kwargs in jobs[start:]:
             added += await queue.enqueue(_job(name, key, 0, kwargs)) is not None
         return added
-    template = first.to_dict()
-    for start in range(1, len(jobs), _PIPELINE_CHUNK):
+    template = prototype.to_dict()
+    for offset in range(start, len(jobs), _PIPELINE_CHUNK):
         async with queue.redis.pipeline(transaction=False) as pipe:
-            for key, kwargs in jobs[start : start + _PIPELINE_CHUNK]:
+            for key, kwargs in jobs[offset : offset + _PIPELINE_CHUNK]:
                 payload = {**template, "key": key, "kwargs": dict(kwargs), "queued": saq_now()}
-                job_id = queue.job_id(key)
+                job_id, abort_id = queue.job_id(key), ABORT_ID_PREFIX + key
                 await script(
-                    keys=[queue._incomplete, job_id, queue._queued, f"{ABORT_ID_PREFIX}{key}"],
+                    keys=[queue._incomplete, job_id, queue._queued, abort_id],
                     args=[queue._dump(payload), 0],
                     client=pipe,
                 )

@@ -39,6 +39,10 @@ class LoadResult:
     latencies: list[float] = field(default_factory=list)
     statuses: Counter[int] = field(default_factory=Counter)
 
+    @property
+    def requests_per_s(self) -> float:
+        return self.requests / self.elapsed_s if self.elapsed_s else 0.0
+
     def summary(self) -> dict[str, Any]:
         ordered = sorted(self.latencies)
         return {

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.campaigns.matching import RULE_COLUMNS, CampaignRule
 from app.db.models import AccountStatus, Campaign, CampaignStatus
-from app.db.raw import fetch_dicts
+from app.db.raw import Db, fetch_dicts
 
 _RULE_COLUMNS = tuple(getattr(Campaign, name) for name in RULE_COLUMNS)
 
@@ -32,8 +32,8 @@ class AccountRules:
     rules: tuple[CampaignRule, ...]
 
 
-# One round trip for every account of a batch and its active campaigns. Plain SQL on the
-# session's connection: through the ORM this query cost ~2 ms of CPU, per ingest job.
+# One round trip for every account of a batch and its active campaigns. Plain SQL on a
+# psycopg connection (`app.db.raw`): through the ORM it cost ~2 ms of CPU per ingest job.
 _ACCOUNTS_WITH_RULES = (
     "SELECT a.id AS acc_id, a.workspace_id AS acc_workspace_id, a.ig_user_id, "  # noqa: S608 - constants
     "a.status AS acc_status, "
@@ -44,14 +44,12 @@ _ACCOUNTS_WITH_RULES = (
 )
 
 
-async def load_account_rules(
-    session: AsyncSession, ig_user_ids: Collection[str]
-) -> dict[str, AccountRules]:
+async def load_account_rules(db: Db, ig_user_ids: Collection[str]) -> dict[str, AccountRules]:
     """Accounts with these Instagram ids (missing ones are absent) and their active rules."""
     if not ig_user_ids:
         return {}
     found: dict[str, tuple[dict[str, Any], list[CampaignRule]]] = {}
-    for row in await fetch_dicts(session, _ACCOUNTS_WITH_RULES, {"ids": list(ig_user_ids)}):
+    for row in await fetch_dicts(db, _ACCOUNTS_WITH_RULES, {"ids": list(ig_user_ids)}):
         _, rules = found.setdefault(row["ig_user_id"], (row, []))
         if row["id"] is not None:
             rules.append(CampaignRule.from_mapping(row))

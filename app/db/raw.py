@@ -1,41 +1,64 @@
-"""Plain psycopg statements on a session's connection, inside the session's transaction.
+"""Plain psycopg statements for hot paths, on a pooled connection or a session's.
 
-For hot paths where SQLAlchemy's statement compilation and result processing cost more than
-the query (measured in ingest: a two-table select took ~2 ms of CPU through the ORM session,
+For code where SQLAlchemy's statement compilation and result processing cost more than the
+query (measured in ingest: a two-table select took ~2 ms of CPU through the ORM session,
 ~0.4 ms this way). Parameters use psycopg's placeholders: `%(name)s`, or `%(name)b` for
 PostgreSQL's binary format (arrays especially). SQL text must be constant; values only ever
 travel as parameters.
+
+`Db` is a psycopg `AsyncConnection`: `db_of(session)` gives the one under an `AsyncSession`
+(statements then run inside the session's transaction); `pipelined_transaction(engine)` gives
+a pooled one in pipeline mode inside a transaction, so `BEGIN` travels with the first query
+and statements whose results nobody waits for travel with `COMMIT` — on a machine where a
+round trip costs as much CPU as the statement, that halves the trips of a short transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, TypeAlias
 
+from psycopg import AsyncConnection
 from psycopg.rows import dict_row
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+Db: TypeAlias = AsyncConnection[Any]
 
 
-async def _driver(session: AsyncSession) -> Any:
+async def db_of(session: AsyncSession) -> Db:
+    """The psycopg connection under `session`, inside its transaction."""
     connection = await session.connection()
     raw = await connection.get_raw_connection()
-    return raw.driver_connection
+    driver: Db = raw.driver_connection  # type: ignore[assignment]
+    return driver
 
 
-async def fetch_tuples(
-    session: AsyncSession, sql: str, params: Mapping[str, Any]
-) -> list[tuple[Any, ...]]:
-    """Run `sql`; its rows as tuples (none for a statement without a result)."""
-    cursor = await (await _driver(session)).execute(sql, params)
-    rows: list[tuple[Any, ...]] = await cursor.fetchall() if cursor.description else []
+@asynccontextmanager
+async def pipelined_transaction(engine: AsyncEngine) -> AsyncIterator[Db]:
+    """A pooled connection in pipeline mode and a transaction, committed on a clean exit."""
+    async with engine.connect() as connection:
+        raw = await connection.get_raw_connection()
+        driver: Db = raw.driver_connection  # type: ignore[assignment]
+        async with driver.pipeline(), driver.transaction():
+            yield driver
+
+
+async def fetch_tuples(db: Db, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    """Run a statement that returns rows (a query, or a write with `RETURNING`)."""
+    cursor = await db.execute(sql, params)
+    rows: list[tuple[Any, ...]] = await cursor.fetchall()
     return rows
 
 
-async def fetch_dicts(
-    session: AsyncSession, sql: str, params: Mapping[str, Any]
-) -> list[dict[str, Any]]:
-    """Run `sql`; its rows as dicts keyed by column name."""
-    cursor = (await _driver(session)).cursor(row_factory=dict_row)
+async def fetch_dicts(db: Db, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Like `fetch_tuples`, rows as dicts keyed by column name."""
+    cursor = db.cursor(row_factory=dict_row)
     await cursor.execute(sql, params)
     rows: list[dict[str, Any]] = await cursor.fetchall()
     return rows
+
+
+async def execute(db: Db, sql: str, params: Mapping[str, Any]) -> None:
+    """Send a statement without waiting for it (in pipeline mode it goes with the next sync)."""
+    await db.execute(sql, params)

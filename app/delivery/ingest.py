@@ -52,7 +52,7 @@ from app.db.models import (
     TriggerKind,
     WebhookStatus,
 )
-from app.db.raw import fetch_tuples
+from app.db.raw import Db, db_of, execute, fetch_tuples
 from app.delivery.bulk import BulkInsert, columns_of, unnest_arrays
 from app.delivery.scheduling import PROCESS_COMMENT, delivery_key
 from app.instagram.webhook_payload import (
@@ -211,7 +211,7 @@ async def ingest_comments(
     first.
     """
     return await _ingest_comment_batch(
-        session, [(comment, webhook_event_id) for comment in comments], via=via
+        await db_of(session), [(comment, webhook_event_id) for comment in comments], via=via
     )
 
 
@@ -221,10 +221,14 @@ async def enqueue_deliveries(queue: Queue, dm_log_ids: Sequence[int]) -> int:
     return await enqueue_many(queue, PROCESS_COMMENT, jobs)
 
 
-async def ingest_events(session: AsyncSession, event_ids: Collection[int]) -> EventsIngest:
-    """Process these stored webhook events in the caller's transaction (see module doc)."""
+async def ingest_events(db: Db, event_ids: Collection[int]) -> EventsIngest:
+    """Process these stored webhook events in the caller's transaction (see module doc).
+
+    `db` is a psycopg connection (`app.db.raw`); the worker runs this in a pipelined
+    transaction, so the final status update travels with the COMMIT.
+    """
     result = EventsIngest()
-    rows = await fetch_tuples(session, _LOCK_EVENTS, {"ids": list(event_ids)})
+    rows = await fetch_tuples(db, _LOCK_EVENTS, {"ids": list(event_ids)})
     parsed: dict[int, ParsedWebhook] = {}
     for event_id, body, received_at in rows:
         try:
@@ -234,12 +238,12 @@ async def ingest_events(session: AsyncSession, event_ids: Collection[int]) -> Ev
     comments = [(c, event_id) for event_id, p in parsed.items() for c in p.comments]
     messaging = [(m, event_id) for event_id, p in parsed.items() for m in p.messaging]
     ig_ids = {c.account_ig_id for c, _ in comments} | {m.account_ig_id for m, _ in messaging}
-    accounts = await load_account_rules(session, ig_ids)
+    accounts = await load_account_rules(db, ig_ids)
 
     comment_result = await _ingest_comment_batch(
-        session, comments, via=SeenVia.WEBHOOK, accounts=accounts
+        db, comments, via=SeenVia.WEBHOOK, accounts=accounts
     )
-    messaging_counts = await _record_messaging(session, messaging, accounts)
+    messaging_counts = await _record_messaging(db, messaging, accounts)
     result.deliveries = comment_result.deliveries
     result.unknown_accounts = comment_result.unknown_accounts + messaging_counts.pop(
         None, Counter()
@@ -258,7 +262,7 @@ async def ingest_events(session: AsyncSession, event_ids: Collection[int]) -> Ev
             result.malformed[event_id] = p.problem_count
         result.counts["items"] += p.item_count
     if finished:
-        await fetch_tuples(session, _FINISH_EVENTS, columns_of(_FINISH_COLUMNS, finished))
+        await execute(db, _FINISH_EVENTS, columns_of(_FINISH_COLUMNS, finished))
     result.counts.update(comment_result.totals())
     return result
 
@@ -267,7 +271,7 @@ async def ingest_events(session: AsyncSession, event_ids: Collection[int]) -> Ev
 
 
 async def _ingest_comment_batch(
-    session: AsyncSession,
+    db: Db,
     items: Iterable[tuple[CommentItem, int | None]],
     *,
     via: SeenVia,
@@ -284,7 +288,7 @@ async def _ingest_comment_batch(
     if not unique:
         return result
     if accounts is None:
-        accounts = await load_account_rules(session, {ig for ig, _ in unique})
+        accounts = await load_account_rules(db, {ig for ig, _ in unique})
 
     pending: dict[tuple[int, str], tuple[CommentItem, int | None, MatchDecision]] = {}
     rows: list[dict[str, Any]] = []
@@ -304,7 +308,7 @@ async def _ingest_comment_batch(
     # Sorted by the unique key: concurrent batches then take row locks in one order, so two
     # jobs holding overlapping comments wait for each other instead of deadlocking.
     rows.sort(key=lambda row: (row["account_id"], row["comment_id"]))
-    inserted = await _INSERT_COMMENTS.execute(session, rows)
+    inserted = await _INSERT_COMMENTS.execute(db, rows)
     log_rows: list[dict[str, Any]] = []
     for row_id, account_id, comment_id in inserted:
         comment, event_id, decision = pending.pop((account_id, comment_id))
@@ -320,7 +324,7 @@ async def _ingest_comment_batch(
         result.per_event[event_id]["duplicate"] += 1
     if log_rows:
         log_rows.sort(key=lambda row: (row["account_id"], row["trigger_id"]))
-        result.deliveries = [row[0] for row in await _INSERT_DM_LOGS.execute(session, log_rows)]
+        result.deliveries = [row[0] for row in await _INSERT_DM_LOGS.execute(db, log_rows)]
     return result
 
 
@@ -399,7 +403,7 @@ def _log_row(
 
 
 async def _record_messaging(
-    session: AsyncSession,
+    db: Db,
     items: Sequence[tuple[MessagingItem, int]],
     accounts: dict[str, AccountRules],
 ) -> dict[int | None, Counter[str]]:
@@ -437,7 +441,7 @@ async def _record_messaging(
         return counts
     # Sorted by the unique key: concurrent batches then take row locks in one order.
     ordered = [rows[key] for key in sorted(rows)]
-    new = set(await _INSERT_MESSAGING.execute(session, ordered))
+    new = set(await _INSERT_MESSAGING.execute(db, ordered))
     for key, event_id, outcome in outcomes:
         counts[event_id][outcome if key in new else "duplicate"] += 1
     return counts

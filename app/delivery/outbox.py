@@ -26,6 +26,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import EventLevel, WebhookEvent, WebhookStatus
+from app.db.raw import pipelined_transaction
 from app.delivery.alerts import record_throttled
 from app.delivery.ingest import EventsIngest, enqueue_deliveries, ingest_events
 from app.delivery.intake import enqueue_ingest
@@ -115,8 +116,8 @@ async def run_ingest(resources: Resources, event_ids: Sequence[int]) -> dict[str
 
 
 async def _ingest_and_commit(resources: Resources, event_ids: Sequence[int]) -> EventsIngest:
-    async with resources.sessionmaker() as session, session.begin():
-        return await ingest_events(session, event_ids)
+    async with pipelined_transaction(resources.engine) as db:
+        return await ingest_events(db, event_ids)
 
 
 async def _after_commit(resources: Resources, outcome: EventsIngest) -> None:
