@@ -31,8 +31,9 @@ Problems become at most one `reconciler_read_failed` event per account every 6 h
 
 Limits: the Graph API does not return comments hidden by Hidden Words or the spam filter, from
 restricted people, on age-gated media or on ads that were never seen by a webhook, so no poll
-recovers those. Only comments a campaign would answer are written; misses stay the webhook
-path's record.
+recovers those; on a post with more than 800 comments inside the window the oldest are not
+reached. Only comments a campaign would answer are written; misses stay the webhook path's
+record.
 """
 
 from __future__ import annotations
@@ -78,8 +79,9 @@ MAX_NEW_PER_MEDIA = 30
 RECENT_MEDIA = 10
 MAX_PAGES = 16  # 800 comments: a viral post is read in part, never all of it
 AD_COPY_MEMORY = timedelta(days=30)
-# Stop reading new media past this, so the job (timeout in app.queue) can still record.
-SWEEP_BUDGET_S = 200.0
+# Stop reading past this (checked before every page), so that even with one slow call after it
+# the job (timeout 300 s in app.queue) still records what was read.
+SWEEP_BUDGET_S = 180.0
 # Answers that mean "slow down" (or 368, "stop"): the account's sweep ends at once.
 STOP_CODES = RETRYABLE_CODES | {368}
 TOKEN_REFUSED = 190
@@ -331,9 +333,6 @@ async def _sweep(
     for target in targets:
         if report.stopped:
             break
-        if reader.out_of_time():
-            report.stopped = f"time budget of {SWEEP_BUDGET_S:g} s used up"
-            break
         found[target.media_id] = await reader.comments(target)
     await _backfill(resources, account, rules, found, report, stamp=only_media is None)
     return report
@@ -408,6 +407,9 @@ class _Reader:
         kept: list[CommentItem] = []
         after: str | None = None
         for _ in range(MAX_PAGES):
+            if self.out_of_time():
+                self._report.stopped = f"time budget of {SWEEP_BUDGET_S:g} s used up"
+                break
             try:
                 page = await self._resources.graph.list_comments(
                     self._token, target.media_id, after=after
