@@ -39,6 +39,16 @@ class LoadResult:
     latencies: list[float] = field(default_factory=list)
     statuses: Counter[int] = field(default_factory=Counter)
 
+    async def timed(self, connection: _Connection, request: tuple[bytes, int], at: float) -> None:
+        """Send one request; its latency counts from `at` (when sent, or when due)."""
+        payload, events = request
+        status = await connection.exchange(payload)
+        self.latencies.append(time.perf_counter() - at)
+        self.requests += 1
+        self.statuses[status] += 1
+        if status == 200:
+            self.events += events
+
     @property
     def requests_per_s(self) -> float:
         return self.requests / self.elapsed_s if self.elapsed_s else 0.0
@@ -104,14 +114,7 @@ async def closed_loop(
         connection = await _Connection.open(port)
         try:
             while time.perf_counter() < stop_at:
-                request, events = make(next(counter))
-                sent = time.perf_counter()
-                status = await connection.exchange(request)
-                result.latencies.append(time.perf_counter() - sent)
-                result.requests += 1
-                result.statuses[status] += 1
-                if status == 200:
-                    result.events += events
+                await result.timed(connection, make(next(counter)), time.perf_counter())
         finally:
             connection.close()
 
@@ -144,13 +147,7 @@ async def open_loop(
                 delay = due - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                request, events = make(start_index + slot)
-                status = await connection.exchange(request)
-                result.latencies.append(time.perf_counter() - due)
-                result.requests += 1
-                result.statuses[status] += 1
-                if status == 200:
-                    result.events += events
+                await result.timed(connection, make(start_index + slot), due)
         finally:
             connection.close()
 

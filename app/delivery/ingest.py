@@ -45,7 +45,6 @@ from app.db.models import (
     AccountStatus,
     CommentOutcome,
     LegState,
-    MessagingEventKind,
     MessagingMissReason,
     MissReason,
     SeenVia,
@@ -328,22 +327,24 @@ async def _ingest_comment_batch(
     return result
 
 
+def comment_facts(comment: CommentItem) -> CommentFacts:
+    """What matching needs of a comment, however it arrived (webhook or poll)."""
+    return CommentFacts(
+        text=comment.text,
+        media_id=comment.media_id,
+        original_media_id=comment.original_media_id,
+        commenter_id=comment.commenter_id,
+        parent_id=comment.parent_id,
+        is_own=comment.is_own,
+        commented_at=comment.commented_at,
+    )
+
+
 def _decide(account: AccountRules, comment: CommentItem) -> MatchDecision:
     # A paused or re-auth account still gets its work: it waits, it is not dropped.
     if account.status is AccountStatus.DISCONNECTED:
         return miss(MissReason.ACCOUNT_INACTIVE)
-    return choose_campaign(
-        account.rules,
-        CommentFacts(
-            text=comment.text,
-            media_id=comment.media_id,
-            original_media_id=comment.original_media_id,
-            commenter_id=comment.commenter_id,
-            parent_id=comment.parent_id,
-            is_own=comment.is_own,
-            commented_at=comment.commented_at,
-        ),
-    )
+    return choose_campaign(account.rules, comment_facts(comment))
 
 
 def _comment_row(
@@ -426,7 +427,7 @@ async def _record_messaging(
         rows[key] = {
             "account_id": account.account_id,
             "webhook_event_id": event_id,
-            "kind": MessagingEventKind(item.kind.value).value,
+            "kind": item.kind.value,
             "dedupe_key": key[1],
             "user_id": item.user_id,
             "mid": item.mid,

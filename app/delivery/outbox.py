@@ -130,36 +130,44 @@ async def _after_commit(resources: Resources, outcome: EventsIngest) -> None:
                 len(outcome.deliveries),
                 exc,
             )
+    alerts: list[tuple[str, str, dict[str, Any], int]] = []
     if outcome.unknown_accounts:
         ids = ", ".join(sorted(outcome.unknown_accounts)[:10])
-        await record_throttled(
-            resources.sessionmaker,
-            resources.redis,
-            kind="webhook_unknown_account",
-            level=EventLevel.WARNING,
-            message=f"webhook items for Instagram accounts not connected here: {ids}",
-            details={"items_per_account": dict(outcome.unknown_accounts.most_common(50))},
-            per_minute=1,
+        alerts.append(
+            (
+                "webhook_unknown_account",
+                f"webhook items for Instagram accounts not connected here: {ids}",
+                {"items_per_account": dict(outcome.unknown_accounts.most_common(50))},
+                1,
+            )
         )
     if outcome.malformed:
-        await record_throttled(
-            resources.sessionmaker,
-            resources.redis,
-            kind="webhook_items_malformed",
-            level=EventLevel.WARNING,
-            message="webhook items that could not be parsed were skipped (see the events)",
-            details={"problems_per_event": {str(k): v for k, v in outcome.malformed.items()}},
-            per_minute=2,
+        alerts.append(
+            (
+                "webhook_items_malformed",
+                "webhook items that could not be parsed were skipped (see the events)",
+                {"problems_per_event": {str(k): v for k, v in outcome.malformed.items()}},
+                2,
+            )
         )
     if outcome.rejected:
+        alerts.append(
+            (
+                "webhook_event_rejected",
+                "webhook events were rejected: " + "; ".join(outcome.rejected.values())[:300],
+                {"events": {str(k): v for k, v in list(outcome.rejected.items())[:20]}},
+                2,
+            )
+        )
+    for kind, message, details, per_minute in alerts:
         await record_throttled(
             resources.sessionmaker,
             resources.redis,
-            kind="webhook_event_rejected",
+            kind=kind,
             level=EventLevel.WARNING,
-            message="webhook events were rejected: " + "; ".join(outcome.rejected.values())[:300],
-            details={"events": {str(k): v for k, v in list(outcome.rejected.items())[:20]}},
-            per_minute=2,
+            message=message,
+            details=details,
+            per_minute=per_minute,
         )
 
 
