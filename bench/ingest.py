@@ -193,7 +193,7 @@ def counts(database_url: str) -> dict[str, int]:
 
 
 def fanout(env: dict[str, str], database_url: str, redis_url: str, log_dir: Path) -> dict[str, Any]:
-    """One worker process ingests everything queued, then exits; what it did, how fast."""
+    """One worker process ingests everything stored; what it did, how fast."""
     before = counts(database_url)
     worker = Service(
         "fanout-worker",
@@ -201,15 +201,27 @@ def fanout(env: dict[str, str], database_url: str, redis_url: str, log_dir: Path
         env,
         log_dir / f"fanout-worker-{time.time_ns()}.log",
     ).start()
+    client = redis.Redis.from_url(redis_url)
+
+    def drained() -> bool:
+        if not worker.running:
+            raise RuntimeError(f"the fan-out worker died:\n{worker.output()[-3000:]}")
+        jobs_left = int(client.zcard(f"saq:{INGEST_QUEUE}:incomplete"))  # type: ignore[arg-type]
+        return jobs_left == 0 and counts(database_url)["events_waiting"] == 0
+
     try:
-        wait_until(lambda: not worker.running, timeout=900, interval=0.1, what="the fan-out")
+        wait_until(drained, timeout=900, interval=0.2, what="the fan-out")
+    except TimeoutError:
+        pass  # reported below as events still waiting
     finally:
-        worker.stop()
+        client.close()
+        worker.stop()  # SIGTERM: the worker finishes, prints its timing and exits
     timing = _worker_report(worker)
     after = counts(database_url)
     client = redis.Redis.from_url(redis_url)
     try:
         delivery_jobs = int(client.llen(f"saq:{DELIVERY_QUEUE}:queued"))  # type: ignore[arg-type]
+        ingest_left = int(client.zcard(f"saq:{INGEST_QUEUE}:incomplete"))  # type: ignore[arg-type]
     finally:
         client.close()
     comments = after["comments"] - before["comments"]
@@ -226,6 +238,7 @@ def fanout(env: dict[str, str], database_url: str, redis_url: str, log_dir: Path
         "deliveries_created": after["deliveries"] - before["deliveries"],
         "delivery_jobs_total": delivery_jobs,
         "events_waiting": after["events_waiting"],
+        "ingest_jobs_left": ingest_left,
     }
 
 
@@ -240,7 +253,7 @@ def _worker_report(worker: Service) -> dict[str, Any]:
 
 
 async def run_fanout_worker() -> None:
-    """The fan-out worker process: `ingest_event` only, until the queue is empty."""
+    """The fan-out worker process: `ingest_event` only, until SIGTERM; then its timing."""
     from dataclasses import replace
 
     from saq import Queue, Worker
@@ -282,8 +295,6 @@ async def run_fanout_worker() -> None:
         startup=startup,
         before_process=before_process,
         after_process=after_process,
-        burst=True,
-        dequeue_timeout=1.0,
     )
     try:
         await worker.start()
