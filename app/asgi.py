@@ -30,7 +30,8 @@ from app.web.campaigns import CampaignsController
 from app.web.deps import provide_db_session, provide_resources
 from app.web.errors import http_exception_handler, internal_error_handler
 from app.web.health import HealthController
-from app.web.home import home
+from app.web.log import LogController
+from app.web.overview import home
 from app.web.templating import template_config
 from app.web.webhooks import instagram_webhook, webhook_intake_lifespan
 
@@ -62,6 +63,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             AuthController,
             AccountsController,
             CampaignsController,
+            LogController,
             instagram_webhook,
             create_static_files_router(path="/static", directories=[STATIC_DIR], name="static"),
         ],

@@ -6,13 +6,18 @@ leg is only retried with explicit confirmation, since the first message may have
 The retry is noted in `pr_evidence.manual_retry` with the state it came from: if Meta then
 answers 100/2534025 inside the 7-day window, the first send is recorded as having arrived.
 
-The function commits the session before enqueueing, so the job never sees the old state.
-If the enqueue fails (Redis down) the row is still PENDING and due: the relay picks it up.
+`mark_retry` is the state change alone, in the caller's transaction: the dashboard runs it
+inside an idempotency key's transaction (`app.operations.idempotency.run_once`), so the new
+state and the key's stored answer commit together, and enqueues only after that commit.
+`request_retry` is the whole thing for other callers: mark, commit, enqueue. Either way the
+job never sees the old state, and if the enqueue never happens (Redis down, a crash right
+after the commit) the row is still PENDING and due: the due-work relay picks it up.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from enum import StrEnum
 
 from saq import Queue
@@ -37,6 +42,7 @@ class RetryResult:
     state: LegState | None  # the private-reply state after the call
     message: str  # a sentence for the creator
     enqueued: bool = False
+    due: datetime | None = None  # QUEUED: when the delivery job should run
 
 
 _RETRY = text(
@@ -70,16 +76,36 @@ async def request_retry(
     dm_log_id: int,
     confirm_unconfirmed: bool,
 ) -> RetryResult:
+    """Mark the retry, commit, then enqueue the delivery job."""
+    result = await mark_retry(
+        session,
+        workspace_id=workspace_id,
+        dm_log_id=dm_log_id,
+        confirm_unconfirmed=confirm_unconfirmed,
+    )
+    await session.commit()
+    if result.status is not RetryStatus.QUEUED:
+        return result
+    enqueued = await enqueue_delivery(queue, dm_log_id, result.due)
+    return replace(result, enqueued=enqueued)
+
+
+async def mark_retry(
+    session: AsyncSession,
+    *,
+    workspace_id: int,
+    dm_log_id: int,
+    confirm_unconfirmed: bool,
+) -> RetryResult:
+    """Move the leg back to PENDING (one conditional UPDATE) or say why not. Does not commit:
+    the caller commits, then enqueues `enqueue_delivery(queue, dm_log_id, result.due)`."""
     params = {"id": dm_log_id, "workspace_id": workspace_id}
     row = (await session.execute(_RETRY, {**params, "confirmed": confirm_unconfirmed})).first()
     if row is not None:
-        await session.commit()
-        enqueued = await enqueue_delivery(queue, dm_log_id, row[0])
         return RetryResult(
-            RetryStatus.QUEUED, LegState.PENDING, "The DM will be sent again shortly.", enqueued
+            RetryStatus.QUEUED, LegState.PENDING, "The DM will be sent again shortly.", due=row[0]
         )
     current = (await session.execute(_STATE, params)).first()
-    await session.commit()
     if current is None:
         return RetryResult(RetryStatus.NOT_FOUND, None, "No such delivery in this workspace.")
     state, expired = LegState(current[0]), bool(current[1])

@@ -20,6 +20,11 @@ A repeat with the same key gets the first answer (the same redirect), a repeat w
 is still running waits briefly and then gets a friendly "already in progress" (409), and a key
 reused for a different request is refused (422). The key comes from the form field `_idem` or,
 for scripts and htmx buttons without a form, the `Idempotency-Key` header.
+
+Work that must follow the commit but cannot be part of it (enqueueing a job in Redis) goes in
+`after_commit`: it runs once, only for the request whose action ran and committed, never for a
+repeat. A crash between the commit and `after_commit` must be covered by a sweep (the delivery
+log's retry relies on the due-work relay for that).
 """
 
 from __future__ import annotations
@@ -92,7 +97,8 @@ def as_response(request: HTMXRequest, stored: dict[str, Any]) -> Response[Any]:
     )
 
 
-def _notice(request: HTMXRequest, status: int, title: str, message: str) -> Response[Any]:
+def notice_response(request: HTMXRequest, status: int, title: str, message: str) -> Response[Any]:
+    """A short notice: into the page's #flash area for htmx, else a small error page."""
     headers = {"Cache-Control": "no-store"}
     if request.htmx:
         # Show it in the page's notice area instead of replacing the form that was sent.
@@ -127,11 +133,12 @@ async def idempotent(
     scope: str,
     action: Action,
     settle_s: float = 2.0,
+    after_commit: Callable[[], Awaitable[None]] | None = None,
 ) -> Response[Any]:
     form = await request.form()
     key = str(form.get(IDEMPOTENCY_FIELD) or request.headers.get(IDEMPOTENCY_HEADER) or "")
     if not _KEY_PATTERN.match(key):
-        return _notice(
+        return notice_response(
             request,
             400,
             "Please reload the page",
@@ -158,10 +165,12 @@ async def idempotent(
         action,
         settle_s=settle_s,
     )
+    if isinstance(result, Ran) and after_commit is not None:
+        await after_commit()
     if isinstance(result, Ran | Replay):
         return as_response(request, result.response)
     if isinstance(result, InProgress):
-        return _notice(
+        return notice_response(
             request,
             409,
             "Already in progress",
@@ -169,7 +178,7 @@ async def idempotent(
             "once you reload it.",
         )
     if isinstance(result, Mismatch):
-        return _notice(
+        return notice_response(
             request,
             422,
             "That form was already used",

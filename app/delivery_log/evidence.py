@@ -1,0 +1,107 @@
+"""`dm_logs.pr_evidence` in sentences: what we know about a send whose answer was lost.
+
+The engine writes the evidence (see `app.delivery.verify`, `app.delivery.outcomes`,
+`app.delivery.retry`); the creator reads it on a row's timeline before deciding to send again.
+Keys this understands: `inbox_check` (the last look in the conversation), `check_requested`
+(a creator asked to look again), `confirmed_by`/`confirmed_at`/`message_id`/`detail` (how a
+send was proven delivered) and `manual_retry` (the last retry and the state it came from).
+Anything else is shown as it is, so nothing the engine records is hidden.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+_KNOWN = {
+    "inbox_check",
+    "check_requested",
+    "confirmed_by",
+    "confirmed_at",
+    "message_id",
+    "created_time",
+    "matched_on",
+    "detail",
+    "manual_retry",
+}
+_CONFIRMED_BY = {
+    "conversations_api": "found in the conversation with the person (Conversations API)",
+    "meta_already_used": (
+        "a retry was answered “this comment already has its private reply” (100/2534025) "
+        "inside the 7-day window: the first send had arrived"
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceLine:
+    label: str
+    text: str
+    at: datetime | None = None
+    kind: str = "info"  # info, found, not_found, failed, waiting
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def _check_line(check: dict[str, Any]) -> EvidenceLine:
+    result = str(check.get("result") or "")
+    at = _time(check.get("checked_at")) or _time(check.get("confirmed_at"))
+    detail = str(check.get("detail") or "")
+    if result == "found":
+        return EvidenceLine("Conversation checked", "the message was found there", at, "found")
+    if result == "not_found":
+        return EvidenceLine("Conversation checked", detail or "not found", at, "not_found")
+    if result == "check_failed":
+        text = "the check itself failed" + (f": {detail}" if detail else "")
+        return EvidenceLine("Conversation checked", text, at, "failed")
+    throttled = check.get("throttled")
+    if throttled:
+        text = f"Instagram asked us to slow down ({throttled}×); the check will run again"
+        return EvidenceLine("Conversation check", text, at, "waiting")
+    return EvidenceLine("Conversation check", detail or result or "recorded", at)
+
+
+def describe_evidence(evidence: dict[str, Any] | None) -> list[EvidenceLine]:
+    """The evidence as lines for the timeline, oldest facts first."""
+    if not evidence:
+        return []
+    lines: list[EvidenceLine] = []
+    retry = evidence.get("manual_retry")
+    if isinstance(retry, dict):
+        text = f"sent again by a creator from {retry.get('from_state', '?')}"
+        if retry.get("attempts_before") is not None:
+            text += f" after {retry['attempts_before']} attempt(s)"
+        lines.append(EvidenceLine("Retry", text, _time(retry.get("at"))))
+    check = evidence.get("inbox_check")
+    checked_at = None
+    if isinstance(check, dict):
+        line = _check_line(check)
+        checked_at = line.at
+        lines.append(line)
+    requested = evidence.get("check_requested")
+    if isinstance(requested, dict):
+        at = _time(requested.get("at"))
+        if at is not None and (checked_at is None or at > checked_at):
+            who = requested.get("by")
+            text = "waiting for the result" + (f" (asked by {who})" if who else "")
+            lines.append(EvidenceLine("Check requested", text, at, "waiting"))
+    confirmed = evidence.get("confirmed_by")
+    if confirmed:
+        text = _CONFIRMED_BY.get(str(confirmed), str(confirmed))
+        if evidence.get("message_id"):
+            text += f"; message id {evidence['message_id']}"
+        lines.append(
+            EvidenceLine("Confirmed delivered", text, _time(evidence.get("confirmed_at")), "found")
+        )
+    for key, value in evidence.items():
+        if key not in _KNOWN:
+            lines.append(EvidenceLine(key.replace("_", " "), str(value)))
+    return lines

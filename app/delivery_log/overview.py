@@ -1,0 +1,149 @@
+"""The overview's numbers: today's deliveries per account, blocked duplicates, recent events.
+
+"Today" is the UTC day, and counts are of the deliveries *created* today by their current
+private-reply state (one `GROUP BY` over today's slice of `ix_dm_logs_ws_created`).
+
+"Duplicate sends blocked" counts only what the data proves:
+- `same_person`: rows settled SKIPPED_DEDUP — the campaign had already messaged that person,
+  and the (campaign, person) claim stopped a second DM;
+- `proven_delivered`: rows whose answer from Instagram was lost (UNCONFIRMED) and that were
+  later proven delivered — found in the conversation, or a retry answered "this comment already
+  has its private reply" (100/2534025) — so nothing was sent twice;
+- `webhook_repeats`: comments that arrived again in a later webhook delivery and found their
+  ledger row, so no second delivery was created. Webhook events are not stored per workspace,
+  so this number covers every workspace on this server, and the page says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, time
+
+from sqlalchemy import Integer, cast, func, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import DmLog, EventLevel, LegState, OperationalEvent, WebhookEvent
+from app.instagram.accounts import AccountCard, list_accounts
+
+RECENT_EVENTS = 15
+
+
+def start_of_day(now: datetime | None = None) -> datetime:
+    return datetime.combine((now or datetime.now(UTC)).date(), time.min, UTC)
+
+
+@dataclass(slots=True)
+class DayCounts:
+    sent: int = 0
+    failed: int = 0
+    unconfirmed: int = 0
+    skipped: int = 0
+    waiting: int = 0  # PENDING or IN_FLIGHT
+
+    def add(self, state: LegState, count: int) -> None:
+        if state is LegState.SENT:
+            self.sent += count
+        elif state is LegState.FAILED:
+            self.failed += count
+        elif state is LegState.UNCONFIRMED:
+            self.unconfirmed += count
+        elif state.is_skip:
+            self.skipped += count
+        else:
+            self.waiting += count
+
+    @property
+    def total(self) -> int:
+        return self.sent + self.failed + self.unconfirmed + self.skipped + self.waiting
+
+
+@dataclass(slots=True)
+class Duplicates:
+    same_person: int = 0
+    proven_delivered: int = 0
+    confirmed_by_meta: int = 0  # of proven_delivered: by the 2534025 answer to a retry
+    webhook_repeats: int = 0  # server-wide, see the module docstring
+
+    @property
+    def in_workspace(self) -> int:
+        return self.same_person + self.proven_delivered
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    created_at: datetime
+    level: EventLevel
+    kind: str
+    message: str
+    account_id: int | None
+    server_wide: bool
+
+
+@dataclass(slots=True)
+class Overview:
+    day: datetime
+    accounts: list[AccountCard]
+    per_account: dict[int, DayCounts] = field(default_factory=dict)
+    totals: DayCounts = field(default_factory=DayCounts)
+    duplicates: Duplicates = field(default_factory=Duplicates)
+    events: list[EventRow] = field(default_factory=list)
+
+    def counts_for(self, account_id: int) -> DayCounts:
+        return self.per_account.get(account_id) or DayCounts()
+
+
+async def load_overview(
+    session: AsyncSession, workspace_id: int, now: datetime | None = None
+) -> Overview:
+    day = start_of_day(now)
+    overview = Overview(day=day, accounts=await list_accounts(session, workspace_id))
+    confirmed = DmLog.pr_evidence.has_key("confirmed_by")
+    by_meta = DmLog.pr_evidence["confirmed_by"].astext == "meta_already_used"
+    rows = await session.execute(
+        select(
+            DmLog.account_id,
+            DmLog.pr_state,
+            func.count(),
+            func.count().filter(confirmed),
+            func.count().filter(by_meta),
+        )
+        .where(DmLog.workspace_id == workspace_id, DmLog.created_at >= day)
+        .group_by(DmLog.account_id, DmLog.pr_state)
+    )
+    for account_id, state, count, proven, meta in rows.tuples():
+        overview.per_account.setdefault(account_id, DayCounts()).add(state, count)
+        overview.totals.add(state, count)
+        if state is LegState.SKIPPED_DEDUP:
+            overview.duplicates.same_person += count
+        overview.duplicates.proven_delivered += proven
+        overview.duplicates.confirmed_by_meta += meta
+    overview.duplicates.webhook_repeats = int(
+        await session.scalar(
+            select(
+                func.coalesce(
+                    func.sum(cast(WebhookEvent.details["comments"]["duplicate"].astext, Integer)), 0
+                )
+            ).where(WebhookEvent.received_at >= day)
+        )
+        or 0
+    )
+    events = await session.execute(
+        select(
+            OperationalEvent.created_at,
+            OperationalEvent.level,
+            OperationalEvent.kind,
+            OperationalEvent.message,
+            OperationalEvent.account_id,
+            OperationalEvent.workspace_id.is_(None),
+        )
+        .where(
+            or_(
+                OperationalEvent.workspace_id == workspace_id,
+                OperationalEvent.workspace_id.is_(None),
+            )
+        )
+        .order_by(OperationalEvent.created_at.desc(), OperationalEvent.id.desc())
+        .limit(RECENT_EVENTS)
+    )
+    overview.events = [EventRow(*row) for row in events.tuples()]
+    return overview

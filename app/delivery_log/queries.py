@@ -1,0 +1,354 @@
+"""Reading `dm_logs` for the delivery log: keyset pages, the live poll, and one row's timeline.
+
+Every query starts from `workspace_id = :ws` and orders by `(created_at, id)` so it can walk
+an index newest first and stop after a page (see `ix_dm_logs_*` in `app/db/models/delivery.py`;
+`bench/log_queries.py` checks the plans on a million rows). No query counts the whole log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import (
+    Campaign,
+    Comment,
+    DeliveryAttempt,
+    DmLog,
+    InstagramAccount,
+    LegState,
+    TriggerKind,
+)
+from app.delivery_log import paging
+from app.delivery_log.filters import CommonFilter, Key, LiveWindow, LogFilter, to_micros
+from app.delivery_log.paging import keyset_page
+
+PAGE_SIZE = 50
+# At most this many new rows join the first page per poll; the rest come with the next ones.
+NEW_ROWS_PER_POLL = 100
+# A poll re-checks at most this many rows it shows (the unsettled ones).
+MAX_LIVE_ROWS = 300
+_SETTLED_PR = frozenset(state for state in LegState if state is LegState.SENT or state.is_skip)
+_MOVING = frozenset({LegState.PENDING, LegState.IN_FLIGHT})
+
+
+def like_pattern(needle: str) -> str:
+    """`%needle%` with LIKE's wildcards in `needle` taken literally (escape character `\\`)."""
+    escaped = needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def text_search(
+    f: CommonFilter, username: Any, text: Any
+) -> ColumnElement[bool] | None:  # columns of either table
+    """Username and/or text contains the search (trigram indexes serve both)."""
+    needle = f.needle
+    if not needle:
+        return None
+    pattern = like_pattern(needle)
+    by_name = username.ilike(pattern, escape="\\")
+    if f.username_only:
+        return by_name  # type: ignore[no-any-return]
+    return or_(by_name, text.ilike(pattern, escape="\\"))
+
+
+@dataclass(frozen=True, slots=True)
+class LogRow:
+    id: int
+    created_at: datetime
+    updated_at: datetime
+    account_id: int
+    campaign_id: int | None
+    trigger_kind: TriggerKind
+    recipient_username: str | None
+    trigger_text: str | None
+    pr_state: LegState
+    pr_attempts: int
+    pr_attempt_limit: int
+    pr_error_code: int | None
+    pr_error_message: str | None
+    pub_state: LegState | None
+    pub_attempts: int
+    deadline_at: datetime | None
+
+    @property
+    def key(self) -> Key:
+        return Key.of(self.created_at, self.id)
+
+    @property
+    def version(self) -> int:
+        return to_micros(self.updated_at)
+
+    @property
+    def settled(self) -> bool:
+        """Nothing will change this row by itself or by a button any more."""
+        return self.pr_state in _SETTLED_PR and self.pub_state not in _MOVING
+
+    @property
+    def window_open(self) -> bool:
+        return self.deadline_at is None or self.deadline_at > datetime.now(UTC)
+
+    @property
+    def retryable(self) -> bool:
+        """A one-click retry: a FAILED comment reply whose 7-day window is still open."""
+        return (
+            self.pr_state is LegState.FAILED
+            and self.trigger_kind is TriggerKind.COMMENT
+            and self.window_open
+        )
+
+    @property
+    def reviewable(self) -> bool:
+        """An UNCONFIRMED comment reply: retried only after the creator looked (timeline)."""
+        return (
+            self.pr_state is LegState.UNCONFIRMED
+            and self.trigger_kind is TriggerKind.COMMENT
+            and self.window_open
+        )
+
+
+_COLUMNS = (
+    DmLog.id,
+    DmLog.created_at,
+    DmLog.updated_at,
+    DmLog.account_id,
+    DmLog.campaign_id,
+    DmLog.trigger_kind,
+    DmLog.recipient_username,
+    DmLog.trigger_text,
+    DmLog.pr_state,
+    DmLog.pr_attempts,
+    DmLog.pr_attempt_limit,
+    DmLog.pr_error_code,
+    DmLog.pr_error_message,
+    DmLog.pub_state,
+    DmLog.pub_attempts,
+    DmLog.deadline_at,
+)
+NEWEST_FIRST = (DmLog.created_at.desc(), DmLog.id.desc())
+_OLDEST_FIRST = (DmLog.created_at.asc(), DmLog.id.asc())
+
+
+def older_than(key: Key) -> ColumnElement[bool]:
+    """Rows after `key` in the log's newest-first order."""
+    return paging.older_than(DmLog.created_at, DmLog.id, key)
+
+
+def log_conditions(workspace_id: int, f: LogFilter) -> list[ColumnElement[bool]]:
+    where: list[ColumnElement[bool]] = [DmLog.workspace_id == workspace_id]
+    states = f.states
+    if len(states) == 1:
+        where.append(DmLog.pr_state == states[0])
+    elif states:
+        where.append(DmLog.pr_state.in_(states))
+    if f.campaign_id is not None:
+        where.append(DmLog.campaign_id == f.campaign_id)
+    if f.account_id is not None:
+        where.append(DmLog.account_id == f.account_id)
+    if f.since is not None:
+        where.append(DmLog.created_at >= f.since)
+    if f.until is not None:
+        where.append(DmLog.created_at < f.until)
+    search = text_search(f, DmLog.recipient_username, DmLog.trigger_text)
+    if search is not None:
+        where.append(search)
+    return where
+
+
+def log_select(workspace_id: int, f: LogFilter) -> Select[Any]:
+    """The filtered log, unordered and unlimited: the base of pages, polls and the export."""
+    return select(*_COLUMNS).where(*log_conditions(workspace_id, f))
+
+
+def _rows(result: Sequence[Any]) -> list[LogRow]:
+    return [LogRow(*row) for row in result]
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    rows: list[LogRow]
+    older: Key | None  # cursor for the next (older) page, if there is one
+    newer: Key | None  # cursor for the previous (newer) page, if this is not the first
+    live: LiveWindow | None  # set on the first page only: new rows join it while it is open
+
+    @property
+    def first(self) -> bool:
+        return self.newer is None
+
+
+async def fetch_page(
+    session: AsyncSession,
+    workspace_id: int,
+    f: LogFilter,
+    *,
+    before: Key | None = None,
+    after: Key | None = None,
+    size: int = PAGE_SIZE,
+) -> Page:
+    base = log_select(workspace_id, f)
+
+    async def fetch(older: Key | None, newer: Key | None, limit: int) -> list[LogRow]:
+        if newer is not None:
+            query = base.where(paging.newer_than(DmLog.created_at, DmLog.id, newer))
+            query = query.order_by(*_OLDEST_FIRST)
+        else:
+            query = base.where(older_than(older)) if older else base
+            query = query.order_by(*NEWEST_FIRST)
+        return _rows((await session.execute(query.limit(limit))).all())
+
+    paged = await keyset_page(fetch, before=before, after=after, size=size)
+    live = None
+    if paged.first:
+        live = LiveWindow.start([row.key for row in paged.rows], page_full=paged.more)
+    return Page(paged.rows, older=paged.older, newer=paged.newer, live=live)
+
+
+async def fetch_new(
+    session: AsyncSession, workspace_id: int, f: LogFilter, window: LiveWindow
+) -> list[LogRow]:
+    """Rows for the first page that it does not show yet, newest first."""
+    query = log_select(workspace_id, f).where(
+        paging.newer_than(DmLog.created_at, DmLog.id, window.floor)
+    )
+    if window.shown:
+        query = query.where(DmLog.id.not_in([key.id for key in window.shown]))
+    found = _rows(
+        (await session.execute(query.order_by(*_OLDEST_FIRST).limit(NEW_ROWS_PER_POLL))).all()
+    )
+    return list(reversed(found))
+
+
+def parse_versions(values: Sequence[str]) -> dict[int, int]:
+    """`id:version` pairs the page sends back for the rows it shows that may still change."""
+    versions: dict[int, int] = {}
+    for value in values[:MAX_LIVE_ROWS]:
+        row_id, _, version = value.partition(":")
+        if row_id.isdigit() and version.isdigit():
+            versions[int(row_id)] = int(version)
+    return versions
+
+
+async def fetch_changed(
+    session: AsyncSession, workspace_id: int, versions: dict[int, int]
+) -> list[LogRow]:
+    """The rows among `versions` whose `updated_at` moved since the page drew them."""
+    if not versions:
+        return []
+    rows = _rows(
+        (
+            await session.execute(
+                select(*_COLUMNS).where(
+                    DmLog.workspace_id == workspace_id, DmLog.id.in_(list(versions))
+                )
+            )
+        ).all()
+    )
+    return [row for row in rows if row.version != versions[row.id]]
+
+
+async def fetch_row(session: AsyncSession, workspace_id: int, dm_log_id: int) -> LogRow | None:
+    found = (
+        await session.execute(
+            select(*_COLUMNS).where(DmLog.workspace_id == workspace_id, DmLog.id == dm_log_id)
+        )
+    ).first()
+    return LogRow(*found) if found else None
+
+
+@dataclass(frozen=True, slots=True)
+class Names:
+    """Account usernames and campaign names of a workspace, for labels and filter menus."""
+
+    accounts: dict[int, str]
+    campaigns: dict[int, str]
+
+
+async def workspace_names(session: AsyncSession, workspace_id: int) -> Names:
+    accounts = await session.execute(
+        select(InstagramAccount.id, InstagramAccount.username)
+        .where(InstagramAccount.workspace_id == workspace_id)
+        .order_by(InstagramAccount.username)
+    )
+    campaigns = await session.execute(
+        select(Campaign.id, Campaign.name)
+        .where(Campaign.workspace_id == workspace_id)
+        .order_by(Campaign.name, Campaign.id)
+    )
+    return Names(dict(accounts.tuples().all()), dict(campaigns.tuples().all()))
+
+
+# --- one row's timeline ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    log: DmLog
+    row: LogRow
+    comment: Comment | None  # the ledger entry (comment triggers)
+    attempts: list[DeliveryAttempt]
+    source: LogRow | None  # the row a follow-up or postback reveal came from
+
+    @property
+    def decision(self) -> dict[str, Any]:
+        return (self.comment.decision if self.comment else None) or {}
+
+    @property
+    def evidence(self) -> dict[str, Any]:
+        return self.log.pr_evidence or {}
+
+
+async def fetch_timeline(
+    session: AsyncSession, workspace_id: int, dm_log_id: int
+) -> Timeline | None:
+    log = (
+        await session.execute(
+            select(DmLog).where(DmLog.id == dm_log_id, DmLog.workspace_id == workspace_id)
+        )
+    ).scalar_one_or_none()
+    if log is None:
+        return None
+    row = await fetch_row(session, workspace_id, dm_log_id)
+    assert row is not None  # noqa: S101 - the same row, same workspace, same transaction
+    comment = None
+    if log.comment_row_id is not None:
+        comment = await session.get(Comment, log.comment_row_id)
+    attempts = list(
+        (
+            await session.scalars(
+                select(DeliveryAttempt)
+                .where(DeliveryAttempt.dm_log_id == dm_log_id)
+                .order_by(DeliveryAttempt.id)
+            )
+        ).all()
+    )
+    source = None
+    if log.source_log_id is not None:
+        source = await fetch_row(session, workspace_id, log.source_log_id)
+    return Timeline(log=log, row=row, comment=comment, attempts=attempts, source=source)
+
+
+def state_sentence(timeline: Timeline) -> str:
+    """A short sentence for what the private reply's state means right now."""
+    row = timeline.row
+    state = row.pr_state
+    if state is LegState.SENT:
+        confirmed = timeline.evidence.get("confirmed_by")
+        if confirmed == "meta_already_used":
+            return "Sent. The first send's answer was lost; Instagram later confirmed it arrived."
+        if confirmed == "conversations_api":
+            return "Sent. The answer was lost; the message was found in the conversation."
+        return "Sent."
+    if state is LegState.UNCONFIRMED:
+        return "We may already have sent this: Instagram's answer was lost or unclear."
+    if state is LegState.FAILED:
+        return "Not sent: Instagram refused it, or every attempt failed."
+    if state is LegState.PENDING:
+        return "Waiting to be sent."
+    if state is LegState.IN_FLIGHT:
+        return "Being sent right now."
+    return f"Not sent: {state.value.removeprefix('SKIPPED_').replace('_', ' ').lower()}."

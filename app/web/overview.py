@@ -1,0 +1,53 @@
+"""The signed-in landing page: today's deliveries per account, duplicates blocked, the queue
+and recent operational events (what used to be the placeholder home).
+
+The numbers refresh themselves every 10 s (htmx polling of the same URL, which answers with
+just the overview section; `Vary: HX-Request`). Visitors who are not signed in are sent to
+the sign-in page by the `viewer` dependency.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from litestar import get
+from litestar.di import NamedDependency
+from litestar.plugins.htmx import HTMXRequest
+from litestar.response import Template
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth.current import Viewer
+from app.campaigns.service import count_by_status
+from app.db.models import AccountStatus
+from app.delivery_log.overview import load_overview
+from app.health import check_health
+from app.resources import Resources
+
+
+@get("/", name="home")
+async def home(
+    request: HTMXRequest,
+    viewer: NamedDependency[Viewer],
+    resources: NamedDependency[Resources],
+    db_session: NamedDependency[AsyncSession],
+) -> Template:
+    overview = await load_overview(db_session, viewer.workspace_id)
+    health = await check_health(resources)
+    connected = [a for a in overview.accounts if a.status is not AccountStatus.DISCONNECTED]
+    campaigns = await count_by_status(db_session, viewer.workspace_id)
+    context = {
+        "o": overview,
+        "health": health,
+        "accounts": connected,
+        "attention": [a for a in connected if a.effective_status() != "active"],
+        "campaigns": {status.value: count for status, count in campaigns.items()},
+        "can_change": viewer.can_change,
+        "today": overview.day.date(),
+        "now": datetime.now(UTC),
+    }
+    partial = bool(request.htmx) and not request.htmx.history_restore_request
+    return Template(
+        "partials/overview_body.html" if partial else "overview.html",
+        context=context,
+        headers={"Cache-Control": "no-store", "Vary": "HX-Request"},
+    )

@@ -1,0 +1,196 @@
+"""The overview page: today's deliveries per account, duplicate sends blocked (and what is
+counted), the queue, recent operational events, and nothing from another workspace.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from app.asgi import create_app
+from app.db.models import EventLevel, LegState, WebhookEvent, WebhookStatus
+from app.delivery_log.overview import start_of_day
+from app.operations.events import record_event
+from app.queue import enqueue
+from app.resources import Resources
+from app.settings import Settings
+from tests.support.dashboard import NORTH, add_account
+from tests.support.log_data import Creator, add_log, new_creator
+
+HTML = {"accept": "text/html"}
+
+
+@pytest.fixture
+async def owner(
+    settings: Settings, resources: Resources, test_env: dict[str, str]
+) -> AsyncIterator[Creator]:
+    async with AsyncTestClient(create_app(settings)) as client:
+        yield await new_creator(client, resources, "sunny@example.com")
+
+
+def _cells(html: str, username: str) -> dict[str, int]:
+    row = re.search(rf'<tr data-account="{re.escape(username)}">(.*?)</tr>', html, re.DOTALL)
+    assert row, username
+    return {
+        name: int(value) for name, value in re.findall(r'class="n-(\w+)">(\d+)</td>', row.group(1))
+    }
+
+
+def _number(html: str, element_id: str) -> int:
+    match = re.search(rf'id="{element_id}"[^>]*>\s*(?:<span class="stat-number">)?(\d+)', html)
+    assert match, element_id
+    return int(match.group(1))
+
+
+async def test_today_per_account_and_blocked_duplicates(
+    settings: Settings, resources: Resources, owner: Creator
+) -> None:
+    second = await add_account(
+        resources, owner.workspace_id, ig_user_id="17841400000000999", username="sunny.two"
+    )
+    yesterday = start_of_day() - timedelta(hours=2)
+    states = [LegState.SENT] * 3 + [LegState.FAILED, LegState.UNCONFIRMED, LegState.PENDING]
+    for state in states:
+        await add_log(resources, owner, state=state)
+    await add_log(resources, owner, state=LegState.SKIPPED_DEDUP)
+    await add_log(resources, owner, state=LegState.SKIPPED_WINDOW_EXPIRED, account_id=second)
+    await add_log(
+        resources,
+        owner,
+        state=LegState.SENT,
+        account_id=second,
+        pr_evidence={"confirmed_by": "meta_already_used", "confirmed_at": "x"},
+    )
+    await add_log(
+        resources,
+        owner,
+        state=LegState.SENT,
+        account_id=second,
+        pr_evidence={"confirmed_by": "conversations_api"},
+    )
+    await add_log(resources, owner, state=LegState.FAILED, created_at=yesterday)  # not today
+    async with AsyncTestClient(create_app(settings)) as client:
+        other = await new_creator(
+            client, resources, "north@example.com", ig_user_id=NORTH, username="north.trails"
+        )
+    await add_log(resources, other, state=LegState.SKIPPED_DEDUP)
+    await add_log(resources, other, state=LegState.FAILED)
+    async with resources.sessionmaker() as session, session.begin():
+        for when, duplicates in ((datetime.now(UTC), 4), (datetime.now(UTC), 2), (yesterday, 9)):
+            session.add(
+                WebhookEvent(
+                    body=b"{}",
+                    status=WebhookStatus.PROCESSED,
+                    received_at=when,
+                    details={"comments": {"new": 1, "duplicate": duplicates}},
+                )
+            )
+
+    page = await owner.client.get("/", headers=HTML)
+    assert page.status_code == 200
+    html = page.text
+    assert _cells(html, "sunny.bakes") == {
+        "sent": 3,
+        "failed": 1,
+        "unconfirmed": 1,
+        "skipped": 1,
+        "waiting": 1,
+    }
+    assert _cells(html, "sunny.two") == {
+        "sent": 2,
+        "failed": 0,
+        "unconfirmed": 0,
+        "skipped": 1,
+        "waiting": 0,
+    }
+    assert "north.trails" not in html
+    assert _number(html, "stat-sent") == 5
+    assert _number(html, "stat-failed") == 1
+    assert _number(html, "stat-unconfirmed") == 1
+    assert _number(html, "stat-skipped") == 2
+    assert _number(html, "dup-same-person") == 1
+    assert _number(html, "dup-proven") == 2
+    assert "1 by Instagram’s “already replied” answer" in html
+    assert _number(html, "dup-total") == 3
+    assert _number(html, "dup-webhooks") == 6  # today's redeliveries, every workspace
+    assert "counts every workspace on this server" in html
+    assert 'href="/log?state=FAILED&amp;from=' in html
+
+
+async def test_queue_and_recent_events(
+    settings: Settings, resources: Resources, owner: Creator
+) -> None:
+    async with AsyncTestClient(create_app(settings)) as client:
+        other = await new_creator(
+            client, resources, "north@example.com", ig_user_id=NORTH, username="north.trails"
+        )
+    async with resources.sessionmaker() as session, session.begin():
+        await record_event(
+            session,
+            workspace_id=owner.workspace_id,
+            account_id=owner.account_id,
+            source="worker",
+            level=EventLevel.WARNING,
+            kind="account_paused",
+            message="@sunny.bakes is paused for 6 hours after a policy block",
+        )
+        await record_event(
+            session,
+            workspace_id=owner.workspace_id,
+            source="worker",
+            level=EventLevel.INFO,
+            kind="reconciler_recovered",
+            message="Recovered 3 comments the webhook missed",
+        )
+        await record_event(
+            session,
+            source="webhook",
+            level=EventLevel.ERROR,
+            kind="webhook_signature_invalid",
+            message="refused a webhook POST: signature mismatch",
+        )
+        await record_event(
+            session,
+            workspace_id=other.workspace_id,
+            source="worker",
+            level=EventLevel.ERROR,
+            kind="account_needs_reauth",
+            message="@north.trails needs to be reconnected",
+        )
+    for n in range(3):
+        await enqueue(resources.queue, "purge_expired", key=f"overview-test-{n}")
+
+    page = await owner.client.get("/", headers=HTML)
+    html = page.text
+    events = re.findall(r'<li class="event event-(\w+)" data-kind="(\w+)">', html)
+    assert events == [
+        ("error", "webhook_signature_invalid"),
+        ("info", "reconciler_recovered"),
+        ("warning", "account_paused"),
+    ]
+    assert "north.trails needs to be reconnected" not in html
+    assert "· server" in html  # the webhook refusal is marked as server-wide
+    assert _number(html, "queue-depth") == 3
+    assert _number(html, "queue-active") == 0
+
+    partial = await owner.client.get("/", headers={**HTML, "HX-Request": "true"})
+    assert partial.headers["vary"] == "HX-Request"
+    assert partial.text.lstrip().startswith('<div id="overview"')
+    assert "<html" not in partial.text
+
+
+async def test_an_empty_workspace_is_told_where_to_start(
+    settings: Settings, resources: Resources, test_env: dict[str, str]
+) -> None:
+    from tests.support.dashboard import sign_up
+
+    async with AsyncTestClient(create_app(settings)) as client:
+        await sign_up(client, "new@example.com")
+        page = await client.get("/", headers=HTML)
+    assert "Start here" in page.text
+    assert _number(page.text, "stat-sent") == 0
+    assert _number(page.text, "dup-total") == 0
