@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import hashlib
 import hmac
 import json
@@ -267,17 +268,15 @@ async def run_fanout_worker() -> None:
     # Delivery jobs go to a queue nothing consumes: this measures ingest, not sending.
     pool = min(settings.worker_concurrency, 20)
     ingest_settings = replace(settings, queue_name=DELIVERY_QUEUE)
-    resources = await Resources.open(ingest_settings, db_pool_size=pool)
+    # As the worker process opens them (worker/runner.py): no pre-ping.
+    resources = await Resources.open(ingest_settings, db_pool_size=pool, db_pre_ping=False)
     state = WorkerState(worker_id="bench-fanout", resources=resources, started_at=time.time())
     span: dict[str, float] = {}
     jobs = 0
 
     async def startup(ctx: dict[str, Any]) -> None:
         ctx["state"] = state
-        if os.environ.get("BENCH_GC_FREEZE"):
-            import gc
-
-            gc.freeze()
+        gc.freeze()  # as worker/runner.py does
 
     async def before_process(ctx: dict[str, Any]) -> None:
         if "first_start" not in span:

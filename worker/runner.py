@@ -8,6 +8,7 @@ when it is working hardest. Queue health (depth, stuck) is reported separately.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import socket
@@ -79,6 +80,10 @@ def build_worker(settings: Settings, *, worker_id: str | None = None) -> Drainin
         )
         state = WorkerState(worker_id=identity, resources=resources, started_at=time.time())
         ctx["state"] = state
+        # Everything loaded so far lives as long as the process: keep it out of the garbage
+        # collector's full passes, which otherwise walk it again and again while jobs
+        # allocate (ingest fan-out: ~20% less CPU per comment, bench/ingest.py).
+        gc.freeze()
         await _beat(state)
         stopping: asyncio.Event = ctx["worker"].event
         task = asyncio.create_task(_heartbeat_loop(state, stopping), name="heartbeat")
