@@ -251,7 +251,20 @@ async def activate_campaign(
                 )
             ),
         )
-        .values(status=CampaignStatus.ACTIVE, activated_at=func.now(), updated_at=func.now())
+        .values(
+            status=CampaignStatus.ACTIVE,
+            activated_at=func.now(),
+            # An unbound next-post campaign waits for the first post published from *now*:
+            # a draft armed days ago must not grab a post that predates going live.
+            armed_at=case(
+                (
+                    and_(Campaign.scope == CampaignScope.NEXT_POST, Campaign.media_id.is_(None)),
+                    func.now(),
+                ),
+                else_=Campaign.armed_at,
+            ),
+            updated_at=func.now(),
+        )
         .returning(Campaign.id)
         .execution_options(synchronize_session=False)
     )

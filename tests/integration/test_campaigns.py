@@ -350,6 +350,41 @@ async def test_a_next_post_campaign_is_armed_and_keeps_its_binding(
     assert copy.armed_at is not None
 
 
+async def test_activating_an_unbound_next_post_draft_rearms_it_from_now(
+    owner: tuple[Client, int], resources: Resources
+) -> None:
+    """A draft armed days ago must wait for a post published after it goes live."""
+    client, account_id = owner
+    campaign_id = await _create(client, account_id, scope="next_post")
+    async with resources.sessionmaker() as session, session.begin():
+        draft = await session.get(Campaign, campaign_id)
+        assert draft is not None
+        draft.armed_at = datetime.now(UTC) - timedelta(days=3)
+    path = f"/campaigns/{campaign_id}"
+    activated = await _post(client, f"{path}/activate", path)
+    assert activated.headers["location"] == path
+    campaign = await _campaign(resources, campaign_id)
+    assert campaign.status is CampaignStatus.ACTIVE
+    assert campaign.armed_at is not None
+    assert campaign.activated_at is not None
+    assert campaign.armed_at >= campaign.activated_at - timedelta(seconds=1)
+
+    # A paused campaign that was already bound keeps its post when it resumes.
+    async with resources.sessionmaker() as session, session.begin():
+        bound = await session.get(Campaign, campaign_id)
+        assert bound is not None
+        bound.media_id = STARTER_POST
+        bound.status = CampaignStatus.PAUSED
+        armed_at = bound.armed_at
+    await _post(client, f"{path}/activate", path)
+    campaign = await _campaign(resources, campaign_id)
+    assert (campaign.status, campaign.media_id, campaign.armed_at) == (
+        CampaignStatus.ACTIVE,
+        STARTER_POST,
+        armed_at,
+    )
+
+
 async def test_the_list_shows_todays_counts(
     owner: tuple[Client, int], resources: Resources
 ) -> None:
