@@ -94,4 +94,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             Exception: internal_error_handler,
         },
         debug=False,
+        # Logging is ours (app.logs): Litestar's default config would replace the root
+        # handler, and with it the filter that scrubs tokens from every log line.
+        logging_config=None,
     )

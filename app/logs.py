@@ -48,3 +48,5 @@ def configure_logging(level: str) -> None:
     # Third-party chatter that would log request URLs (and with them, tokens) at INFO.
     for noisy in ("httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # SAQ logs every enqueue and every job at INFO: useful when debugging, noise otherwise.
+    logging.getLogger("saq").setLevel(logging.DEBUG if level == "DEBUG" else logging.WARNING)

@@ -65,4 +65,7 @@ def create_app(config: SandboxConfig | None = None, *, sandbox: Sandbox | None =
         lifespan=[lifespan],
         exception_handlers={ActionError: action_error, FaultSpecError: action_error},
         openapi_config=None,
+        # The CLI configures logging; Litestar's default would reset the root logger to INFO
+        # and log every outgoing webhook URL, verify token included.
+        logging_config=None,
     )

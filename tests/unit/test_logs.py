@@ -39,3 +39,22 @@ def test_filter_rewrites_formatted_records(caplog: pytest.LogCaptureFixture) -> 
         logger.info("calling %s", "https://x/y?access_token=IGAAleak")
     assert "IGAAleak" not in caplog.text
     assert "access_token=[redacted]" in caplog.text
+
+
+def test_building_the_app_keeps_the_scrubbing_handler() -> None:
+    """Litestar's default logging config would replace the root handler and its filter."""
+    from app.asgi import create_app
+    from app.logs import configure_logging
+    from app.settings import load_settings
+    from tests.support.infra import base_env
+
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    try:
+        configure_logging("INFO")
+        create_app(load_settings(base_env("postgresql://u@127.0.0.1/x", "redis://127.0.0.1/1")))
+        filters = [f for handler in root.handlers for f in handler.filters]
+        assert any(isinstance(f, ScrubSecrets) for f in filters)
+    finally:
+        root.handlers[:], _ = saved
+        root.setLevel(saved[1])
