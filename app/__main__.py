@@ -11,6 +11,7 @@ import asyncio
 import getpass
 import os
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import uvicorn
@@ -18,6 +19,7 @@ from alembic import command as alembic_command
 from alembic.config import Config as AlembicConfig
 
 from app.asgi import create_app
+from app.delivery.outbox import redrive_failed
 from app.logs import configure_logging
 from app.resources import Resources
 from app.settings import Settings, SettingsError, load_settings
@@ -46,6 +48,13 @@ def main(argv: list[str] | None = None) -> int:
 
     commands.add_parser("check-settings", help="load the settings and report the first problem")
     commands.add_parser("migrate", help="apply every database migration (alembic upgrade head)")
+    redrive = commands.add_parser(
+        "redrive-webhooks",
+        help="re-ingest webhook events that a failing ingest set aside (after fixing the cause)",
+    )
+    redrive.add_argument(
+        "--since", type=datetime.fromisoformat, help="only events received at or after (ISO)"
+    )
 
     args = parser.parse_args(argv)
     try:
@@ -62,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(
             _create_user(settings, args.email, password, args.workspace, args.if_missing)
         )
+    if args.command == "redrive-webhooks":
+        return asyncio.run(_redrive(settings, args.since))
     if args.command == "migrate":
         alembic_command.upgrade(AlembicConfig(str(ROOT / "alembic.ini")), "head")
         return 0
@@ -79,6 +90,17 @@ def _serve(settings: Settings, host: str, port: int) -> int:
         proxy_headers=True,
         timeout_graceful_shutdown=10,
     )
+    return 0
+
+
+async def _redrive(settings: Settings, since: datetime | None) -> int:
+    resources = await Resources.open(settings, db_pool_size=1)
+    try:
+        async with resources.sessionmaker() as session, session.begin():
+            count = await redrive_failed(session, since=since)
+    finally:
+        await resources.close()
+    print(f"returned {count} webhook events to the outbox; the worker ingests them shortly")
     return 0
 
 

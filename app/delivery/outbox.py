@@ -6,6 +6,9 @@ raised so SAQ retries the job later. Any other failure is treated as a poison ev
 events are retried one by one, and an event that still fails alone is marked `rejected` with
 the error and reported, so one bad body can neither block the others nor loop forever.
 
+``redrive_failed` puts events set aside by a failed ingest back in the outbox once the bug is
+fixed (`python -m app redrive-webhooks`); the relay then ingests them like new ones.
+
 `relay_outbox` is the cron that makes "Redis was down" harmless: events still `received` a
 while after they arrived (their job never reached Redis, or was lost with it) are enqueued
 again. Jobs are keyed by their events, ingest skips events already processed or being
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -171,8 +174,32 @@ async def _after_commit(resources: Resources, outcome: EventsIngest) -> None:
         )
 
 
+INGEST_FAILED_PREFIX = "ingest failed:"
+
+
+async def redrive_failed(session: AsyncSession, *, since: datetime | None = None) -> int:
+    """Return events rejected by a failing ingest (not by their content) to `received`.
+
+    Only rejections whose reason starts with `INGEST_FAILED_PREFIX` qualify: bodies refused
+    for what they are (not JSON, unknown object) stay refused. The caller commits.
+    """
+    conditions = [
+        WebhookEvent.status == WebhookStatus.REJECTED,
+        WebhookEvent.reject_reason.startswith(INGEST_FAILED_PREFIX),
+    ]
+    if since is not None:
+        conditions.append(WebhookEvent.received_at >= since)
+    result = await session.execute(
+        update(WebhookEvent)
+        .where(*conditions)
+        .values(status=WebhookStatus.RECEIVED, processed_at=None, relayed_at=None)
+        .returning(WebhookEvent.id)
+    )
+    return len(result.all())
+
+
 async def _reject_poison(resources: Resources, event_id: int, exc: Exception) -> None:
-    reason = f"ingest failed: {type(exc).__name__}: {exc}"[:500]
+    reason = f"{INGEST_FAILED_PREFIX} {type(exc).__name__}: {exc}"[:500]
     logger.error("webhook event %d rejected: %s", event_id, reason)
     async with resources.sessionmaker() as session, session.begin():
         await session.execute(

@@ -6,7 +6,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select, text, update
 
 from app.db.models import (
     AccountStatus,
@@ -27,7 +27,7 @@ from app.db.models import (
 from app.db.models import MessagingEventKind as Kind
 from app.db.models import MessagingMissReason as Miss
 from app.delivery.ingest import enqueue_deliveries, ingest_comments
-from app.delivery.outbox import run_ingest
+from app.delivery.outbox import redrive_failed, run_ingest
 from app.instagram.webhook_payload import comment_from_graph
 from app.resources import Resources
 from tests.support.webhooks import (
@@ -411,6 +411,23 @@ async def test_a_poison_event_is_set_aside_and_the_rest_of_its_batch_goes_throug
         resources, OperationalEvent, OperationalEvent.kind == "webhook_ingest_failed"
     )
     assert str(ids[1]) in alert.message
+
+    # Once the cause is fixed (the rule is gone), the operator re-drives the set-aside event;
+    # an event refused for its content would not come back.
+    refused = await store(resources, b"[]")
+    async with resources.sessionmaker() as session, session.begin():
+        await session.execute(
+            update(WebhookEvent)
+            .where(WebhookEvent.id == refused[0])
+            .values(status=WebhookStatus.REJECTED, reject_reason="not a JSON object")
+        )
+        assert await redrive_failed(session) == 1
+    again = await run_ingest(resources, [ids[1]])
+    assert again["processed"] == 1
+    assert sorted(c.comment_id for c in await rows(resources, Comment)) == ["bad", "ok-1", "ok-2"]
+    events = {e.id: e for e in await rows(resources, WebhookEvent)}
+    assert events[ids[1]].status is WebhookStatus.PROCESSED
+    assert events[refused[0]].status is WebhookStatus.REJECTED
 
 
 async def test_messaging_items_land_in_the_messaging_ledger_once(resources: Resources) -> None:
