@@ -37,6 +37,11 @@ JOB_SPECS: dict[str, JobSpec] = {
     "purge_expired": JobSpec(timeout=300),
     "ingest_event": JobSpec(timeout=120, retries=5, retry_delay=1.0, retry_backoff=60.0),
     "process_comment": JobSpec(timeout=60),
+    # DMs to a person's IGSID (app/delivery/dm_flow.py): button taps, DM keyword triggers and
+    # follow-ups. A follow check plus two sends fit well inside 60 s.
+    "process_postback": JobSpec(timeout=60),
+    "process_message": JobSpec(timeout=60),
+    "send_follow_up": JobSpec(timeout=60),
     # Delivery safety nets and follow-ups (app/delivery): never retried by SAQ either.
     "verify_unconfirmed": JobSpec(timeout=60),
     "sweep_stale_claims": JobSpec(timeout=60),

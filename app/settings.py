@@ -45,6 +45,8 @@ class Settings:
     worker_concurrency: int
     queue_name: str
     log_level: str
+    # Follow gate: re-check a "not following" after each of these waits (Meta lags a follow).
+    follow_recheck_delays_s: tuple[float, ...] = (20.0, 40.0)
 
     @property
     def cookie_secure(self) -> bool:
@@ -95,6 +97,9 @@ def load_settings(
         worker_concurrency=reader.optional("WORKER_CONCURRENCY", _int_between(1, 1000), 32),
         queue_name=reader.optional("QUEUE_NAME", _parse_queue_name, "delivery"),
         log_level=reader.optional("LOG_LEVEL", _parse_log_level, "INFO"),
+        follow_recheck_delays_s=reader.optional(
+            "FOLLOW_RECHECK_DELAYS_S", _parse_delays, (20.0, 40.0)
+        ),
     )
 
 
@@ -201,6 +206,17 @@ def _parse_log_level(raw: str) -> str:
     if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
         raise ValueError("use DEBUG, INFO, WARNING or ERROR")
     return level
+
+
+def _parse_delays(raw: str) -> tuple[float, ...]:
+    """Comma-separated seconds between 0.1 and 600, e.g. "20,40"; "none" for no re-checks."""
+    if raw.lower() == "none":
+        return ()
+    parse = _float_between(0.1, 600.0)
+    delays = tuple(parse(part.strip()) for part in raw.split(","))
+    if len(delays) > 5:
+        raise ValueError("at most 5 re-checks")
+    return delays
 
 
 def _int_between(low: int, high: int) -> Callable[[str], int]:

@@ -11,9 +11,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from app.campaigns import next_post
+from app.db.models import TriggerKind
 from app.delivery import outbox, reconcile, sweeps, verify
-from app.delivery import process_comment as delivery
 from app.delivery.claims import autocommit
+from app.delivery.dispatch import deliver
 from app.instagram import subscriptions
 from app.instagram.token_refresh import refresh_expiring_tokens
 from app.maintenance import retention
@@ -48,12 +49,28 @@ async def outbox_relay(ctx: dict[str, Any]) -> dict[str, int]:
     return {"enqueued": relayed}
 
 
-async def process_comment(ctx: dict[str, Any], *, dm_log_id: int) -> dict[str, object]:
+async def _deliver(ctx: dict[str, Any], dm_log_id: int, kind: TriggerKind) -> dict[str, object]:
     state = state_of(ctx)
-    report = await delivery.process_comment(
-        state.resources, worker_id=state.worker_id, dm_log_id=dm_log_id
+    report = await deliver(
+        state.resources, worker_id=state.worker_id, dm_log_id=dm_log_id, kind=kind
     )
     return report.as_dict()
+
+
+async def process_comment(ctx: dict[str, Any], *, dm_log_id: int) -> dict[str, object]:
+    return await _deliver(ctx, dm_log_id, TriggerKind.COMMENT)
+
+
+async def process_postback(ctx: dict[str, Any], *, dm_log_id: int) -> dict[str, object]:
+    return await _deliver(ctx, dm_log_id, TriggerKind.POSTBACK)
+
+
+async def process_message(ctx: dict[str, Any], *, dm_log_id: int) -> dict[str, object]:
+    return await _deliver(ctx, dm_log_id, TriggerKind.MESSAGE)
+
+
+async def send_follow_up(ctx: dict[str, Any], *, dm_log_id: int) -> dict[str, object]:
+    return await _deliver(ctx, dm_log_id, TriggerKind.FOLLOW_UP)
 
 
 async def verify_unconfirmed(ctx: dict[str, Any], *, dm_log_id: int) -> dict[str, str]:
@@ -115,6 +132,9 @@ FUNCTIONS: list[JobFunction] = [
     ingest_event,
     outbox_relay,
     process_comment,
+    process_postback,
+    process_message,
+    send_follow_up,
     verify_unconfirmed,
     sweep_stale_claims,
     relay_due_work,

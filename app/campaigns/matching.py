@@ -76,6 +76,7 @@ RULE_COLUMNS = (
     "activated_at",
     "public_reply_enabled",
     "public_replies",
+    "dm_trigger_enabled",
 )
 
 
@@ -167,6 +168,8 @@ class CampaignRule:
     activated_at: datetime | None = None
     # Public replies enabled and at least one variant to post.
     public_reply: bool = False
+    # Also answers DMs matching its keywords (`app.delivery.dm_triggers`).
+    dm_trigger: bool = False
     _keywords_norm: tuple[tuple[str, str], ...] = field(
         init=False, repr=False, compare=False, default=()
     )
@@ -205,6 +208,7 @@ class CampaignRule:
                 row["public_reply_enabled"]
                 and any(reply.strip() for reply in row["public_replies"] or ())
             ),
+            dm_trigger=bool(row["dm_trigger_enabled"]),
         )
 
     def covers(self, media_ids: frozenset[str]) -> bool | None:

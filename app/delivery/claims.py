@@ -1,15 +1,18 @@
 """The delivery statements: load, claim, record. Each is ONE SQL statement (DESIGN §4).
 
 - `load_delivery`: the log row with its campaign, account and workspace, in one query.
-- `claim_private_reply`: locks the row only if its private-reply leg is PENDING, due and
-  within its attempt budget, and in the same statement claims the person for the campaign
-  (INSERT … ON CONFLICT on `campaign_recipients`), reserves the monthly quota (conditional
-  upsert), moves the leg to IN_FLIGHT (or SKIPPED_DEDUP / SKIPPED_QUOTA) and inserts the
-  `delivery_attempts` row. Of any number of racing workers exactly one gets IN_FLIGHT back;
-  only that one may call Meta.
+- `claim_private_reply`: locks the row only if its private-reply (or DM) leg is PENDING, due
+  and within its attempt budget, and in the same statement claims the person for the campaign
+  (INSERT … ON CONFLICT on `campaign_recipients`, for the purpose the message serves: the
+  comment's private reply, or the reveal after a tap or a DM; prompts and follow-ups claim no
+  person), reserves the monthly quota (conditional upsert), moves the leg to IN_FLIGHT (or
+  SKIPPED_DEDUP / SKIPPED_QUOTA) and inserts the `delivery_attempts` row. Of any number of
+  racing workers exactly one gets IN_FLIGHT back; only that one may call Meta.
 - `claim_public_reply`: the same for the public-reply leg (no person, no quota).
 - `record`: the leg's outcome plus the attempt row's, plus giving back the quota and the person
-  claim on a definite failure, in one statement, conditional on still holding the claim.
+  claim on a definite failure — and, for a SENT reveal that answered a tap or a DM, inserting
+  its follow-up row — in one statement, conditional on still holding the claim.
+- `settle_if_revealed`, `record_follow_check`: the DM flow's two extra steps, one statement each.
 
 They run on autocommit connections (`autocommit`): every statement is its own transaction,
 so a delivery costs one round trip per statement and no BEGIN/COMMIT.
@@ -32,7 +35,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.db.models import AttemptClass, Leg, LegState
+from app.db.models import AttemptClass, Leg, LegState, MessageKind, PersonClaim
+from app.delivery.follow_ups import FollowUpPlan, follow_up_cte, follow_up_params
 from app.delivery.quota import RESERVE_UPSERT
 
 MAX_PUBLIC_ATTEMPTS = 3
@@ -88,6 +92,20 @@ class Delivery:
     buttons: list[dict[str, Any]]
     public_replies: list[str]
     once_per_person: bool
+    # The DM flow's part: what the row is about and the campaign's two-step settings.
+    trigger_payload: str | None = None
+    source_log_id: int | None = None
+    message_text: str | None = None
+    message_kind: MessageKind | None = None
+    opening_dm_enabled: bool = False
+    opening_dm_text: str | None = None
+    opening_dm_button_title: str | None = None
+    follow_gate_enabled: bool = False
+    follow_prompt_text: str | None = None
+    follow_prompt_button_title: str | None = None
+    follow_up_enabled: bool = False
+    follow_up_text: str | None = None
+    follow_up_delay_minutes: int = 0
 
 
 _LOAD = text(
@@ -98,7 +116,13 @@ SELECT d.id, d.workspace_id, d.account_id, d.campaign_id, d.trigger_kind, d.trig
        d.pub_state, d.pub_attempts, d.pub_next_attempt_at,
        a.ig_user_id, a.status, a.paused_until, a.token_ciphertext, a.token_key_id,
        c.status, COALESCE(c.dm_text, ''), COALESCE(c.buttons, '[]'::jsonb),
-       COALESCE(c.public_replies, '{}'), COALESCE(c.once_per_person, true)
+       COALESCE(c.public_replies, '{}'), COALESCE(c.once_per_person, true),
+       d.trigger_payload, d.source_log_id, d.message_text, d.message_kind,
+       COALESCE(c.opening_dm_enabled, false), c.opening_dm_text, c.opening_dm_button_title,
+       COALESCE(c.follow_gate_enabled, false), c.follow_prompt_text,
+       c.follow_prompt_button_title,
+       COALESCE(c.follow_up_enabled, false), c.follow_up_text,
+       COALESCE(c.follow_up_delay_minutes, 0)
 FROM dm_logs d
 JOIN instagram_accounts a ON a.id = d.account_id
 LEFT JOIN campaigns c ON c.id = d.campaign_id
@@ -117,6 +141,10 @@ async def load_delivery(conn: AsyncConnection, dm_log_id: int) -> Delivery | Non
         pub_state, pub_attempts, pub_next,
         ig_user_id, account_status, paused_until, ciphertext, key_id,
         campaign_status, dm_text, buttons, public_replies, once,
+        payload, source, message_text, message_kind,
+        opening, opening_text, opening_title,
+        gate, prompt_text, prompt_title,
+        follow_up, follow_up_text, follow_up_delay,
     ) = row  # fmt: skip
     return Delivery(
         id=id_,
@@ -146,6 +174,19 @@ async def load_delivery(conn: AsyncConnection, dm_log_id: int) -> Delivery | Non
         buttons=list(buttons or []),
         public_replies=list(public_replies or []),
         once_per_person=bool(once),
+        trigger_payload=payload,
+        source_log_id=source,
+        message_text=message_text,
+        message_kind=MessageKind(message_kind) if message_kind else None,
+        opening_dm_enabled=bool(opening),
+        opening_dm_text=opening_text,
+        opening_dm_button_title=opening_title,
+        follow_gate_enabled=bool(gate),
+        follow_prompt_text=prompt_text,
+        follow_prompt_button_title=prompt_title,
+        follow_up_enabled=bool(follow_up),
+        follow_up_text=follow_up_text,
+        follow_up_delay_minutes=int(follow_up_delay),
     )
 
 
@@ -171,7 +212,8 @@ _CLAIM_PRIVATE = text(
     f"""
 WITH target AS (
     SELECT d.id, d.workspace_id, d.campaign_id, d.recipient_id,
-           (d.campaign_id IS NOT NULL AND d.recipient_id IS NOT NULL
+           (CAST(:purpose AS varchar) IS NOT NULL
+            AND d.campaign_id IS NOT NULL AND d.recipient_id IS NOT NULL
             AND COALESCE(c.once_per_person, true)) AS once
     FROM dm_logs d LEFT JOIN campaigns c ON c.id = d.campaign_id
     WHERE d.id = :id AND d.pr_state = 'PENDING' AND d.pr_attempts < d.pr_attempt_limit
@@ -179,9 +221,11 @@ WITH target AS (
     FOR UPDATE OF d
 ),
 person AS (
-    INSERT INTO campaign_recipients AS cr (campaign_id, recipient_id, dm_log_id)
-    SELECT t.campaign_id, t.recipient_id, t.id FROM target t WHERE t.once
-    ON CONFLICT (campaign_id, recipient_id) DO UPDATE SET dm_log_id = EXCLUDED.dm_log_id
+    INSERT INTO campaign_recipients AS cr (campaign_id, recipient_id, purpose, dm_log_id)
+    SELECT t.campaign_id, t.recipient_id, CAST(:purpose AS varchar), t.id FROM target t
+    WHERE t.once
+    ON CONFLICT (campaign_id, recipient_id, purpose)
+    DO UPDATE SET dm_log_id = EXCLUDED.dm_log_id
     WHERE cr.dm_log_id = EXCLUDED.dm_log_id
        OR NOT EXISTS (SELECT 1 FROM dm_logs h WHERE h.id = cr.dm_log_id
                       AND h.pr_state NOT IN ({_DEAD_LIST}))
@@ -214,12 +258,17 @@ leg AS (
         pr_claimed_by = :worker,
         pr_next_attempt_at = NULL,
         message_text = CASE WHEN v.state = 'IN_FLIGHT' THEN :text ELSE d.message_text END,
+        message_kind = :message_kind,
         pr_error_code = NULL,
         pr_error_subcode = NULL,
-        pr_error_message = CASE v.state
-            WHEN 'SKIPPED_DEDUP' THEN 'this campaign already messaged this person'
-            WHEN 'SKIPPED_QUOTA' THEN 'the workspace''s monthly DM quota is used up'
+        pr_error_message = CASE
+            WHEN v.state = 'SKIPPED_DEDUP' AND CAST(:purpose AS varchar) = 'reveal'
+                THEN 'this person already got this campaign''s link'
+            WHEN v.state = 'SKIPPED_DEDUP' THEN 'this campaign already messaged this person'
+            WHEN v.state = 'SKIPPED_QUOTA' THEN 'the workspace''s monthly DM quota is used up'
             ELSE NULL END,
+        pr_evidence = CASE WHEN CAST(:evidence AS jsonb) IS NULL THEN d.pr_evidence
+            ELSE COALESCE(d.pr_evidence, '{{}}'::jsonb) || CAST(:evidence AS jsonb) END,
         updated_at = now()
     FROM verdict v WHERE d.id = v.id
     RETURNING d.pr_state, d.pr_attempts
@@ -244,8 +293,13 @@ async def claim_private_reply(
     request_kind: str,
     message_text: str,
     month: date,
+    message_kind: MessageKind = MessageKind.REVEAL,
+    person: PersonClaim | None = PersonClaim.PRIVATE_REPLY,
+    evidence: dict[str, Any] | None = None,
 ) -> Claim | None:
-    """Claim the private-reply leg; None when another worker has it or it is not claimable."""
+    """Claim the private-reply (or DM) leg; None when another worker has it or it is not
+    claimable. `person` is what the person is claimed for (None: no once-per-person claim,
+    for follow prompts and follow-ups); `evidence` is merged into `pr_evidence`."""
     row = (
         await conn.execute(
             _CLAIM_PRIVATE,
@@ -255,6 +309,9 @@ async def claim_private_reply(
                 "kind": request_kind,
                 "text": message_text,
                 "month": month,
+                "message_kind": message_kind.value,
+                "purpose": person.value if person is not None else None,
+                "evidence": json.dumps(evidence) if evidence else None,
             },
         )
     ).first()
@@ -333,16 +390,37 @@ class LegUpdate:
     # Private replies only: give the quota back (the month it was taken) / free the person.
     release_quota_month: date | None = None
     release_person: bool = False
+    # DMs only: the follow-up a SENT reveal schedules (inserted by the same statement).
+    follow_up: FollowUpPlan | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What `record` did; true when the outcome was written (the claim was still ours)."""
+
+    written: bool
+    follow_up_id: int | None = None
+    follow_up_due: datetime | None = None
+
+    def __bool__(self) -> bool:
+        return self.written
 
 
 def _record_sql(leg: Leg) -> str:
     p = "pr" if leg is Leg.PRIVATE_REPLY else "pub"
     message_column = "pr_message_id" if leg is Leg.PRIVATE_REPLY else "pub_reply_id"
+    private = leg is Leg.PRIVATE_REPLY
     evidence = (
         "pr_evidence = CASE WHEN CAST(:evidence AS jsonb) IS NULL THEN pr_evidence "
         "ELSE COALESCE(pr_evidence, '{}'::jsonb) || CAST(:evidence AS jsonb) END,"
-        if leg is Leg.PRIVATE_REPLY
+        if private
         else ""
+    )
+    follow_up = f",\n{follow_up_cte('leg')}" if private else ""
+    follow_up_id = (
+        "(SELECT id FROM follow_up), (SELECT pr_next_attempt_at FROM follow_up)"
+        if private
+        else "NULL, NULL"
     )
     return f"""
 WITH leg AS (
@@ -359,7 +437,8 @@ WITH leg AS (
         updated_at = now()
     WHERE id = :id AND {p}_claimed_by = :worker AND {p}_attempts = :attempt_no
       AND ({p}_state = 'IN_FLIGHT' OR ({p}_state = 'UNCONFIRMED' AND :sent))
-    RETURNING id, workspace_id, campaign_id, recipient_id
+    RETURNING id, workspace_id, account_id, campaign_id, campaign_version, recipient_id,
+              recipient_username, trigger_text
 ),
 attempt AS (
     UPDATE delivery_attempts SET
@@ -381,8 +460,8 @@ person AS (
     WHERE :release_person AND cr.campaign_id = l.campaign_id
       AND cr.recipient_id = l.recipient_id AND cr.dm_log_id = l.id
     RETURNING cr.dm_log_id
-)
-SELECT (SELECT count(*) FROM leg), (SELECT count(*) FROM attempt)
+){follow_up}
+SELECT (SELECT count(*) FROM leg), (SELECT count(*) FROM attempt), {follow_up_id}
 """  # noqa: S608 - column names from the Leg enum; every value is a bound parameter
 
 
@@ -397,8 +476,8 @@ async def record(
     worker_id: str,
     call: CallReport,
     update: LegUpdate,
-) -> bool:
-    """Write a claimed leg's outcome; False if the claim was no longer ours (swept)."""
+) -> Recorded:
+    """Write a claimed leg's outcome; false if the claim was no longer ours (swept)."""
     params = {
         "id": dm_log_id,
         "worker": worker_id,
@@ -424,8 +503,12 @@ async def record(
     }
     if claim.leg is Leg.PRIVATE_REPLY:
         params["evidence"] = json.dumps(update.evidence) if update.evidence else None
+        sent = update.state is LegState.SENT
+        params |= follow_up_params(update.follow_up if sent else None)
     row = (await conn.execute(_RECORD[claim.leg], params)).first()
-    return bool(row and row[0])
+    if row is None or not row[0]:
+        return Recorded(False)
+    return Recorded(True, row[2], row[3])
 
 
 _NEXT_CALL = text(
@@ -538,3 +621,74 @@ async def postpone(
         _POSTPONE,
         {"id": dm_log_id, "until": until, "reason": reason, "pr": private, "pub": public},
     )
+
+
+# --- the DM flow's own steps --------------------------------------------------------------
+
+_SETTLE_IF_REVEALED = text(
+    f"""
+UPDATE dm_logs d SET
+    pr_state = 'SKIPPED_DEDUP',
+    pr_error_message = 'this person already got this campaign''s link',
+    updated_at = now()
+FROM campaigns c
+WHERE d.id = :id AND d.pr_state = 'PENDING' AND c.id = d.campaign_id AND c.once_per_person
+  AND EXISTS (
+    SELECT 1 FROM campaign_recipients cr JOIN dm_logs h ON h.id = cr.dm_log_id
+    WHERE cr.campaign_id = d.campaign_id AND cr.recipient_id = d.recipient_id
+      AND cr.purpose = '{PersonClaim.REVEAL.value}' AND h.id <> d.id
+      AND h.pr_state IN ('SENT', 'UNCONFIRMED', 'IN_FLIGHT'))
+RETURNING d.id
+"""  # noqa: S608 - composed from module constants; every value is a bound parameter
+)
+
+
+async def settle_if_revealed(conn: AsyncConnection, dm_log_id: int) -> bool:
+    """SKIPPED_DEDUP for a tap or DM whose person already has (or is getting) this campaign's
+    link: no follow check, no prompt for someone who has the link. The claim would refuse the
+    reveal anyway; this only spares the person a pointless prompt."""
+    row = (await conn.execute(_SETTLE_IF_REVEALED, {"id": dm_log_id})).first()
+    return row is not None
+
+
+_RECORD_FOLLOW_CHECK = text(
+    f"""
+UPDATE dm_logs SET
+    pr_next_attempt_at = :next_at,
+    pr_error_message = :reason,
+    pr_evidence = COALESCE(pr_evidence, '{{}}'::jsonb) || jsonb_build_object(
+        'follow_checks',
+        COALESCE(pr_evidence -> 'follow_checks', '[]'::jsonb) || CAST(:check AS jsonb)),
+    updated_at = now()
+WHERE id = :id AND pr_state = 'PENDING'
+  AND jsonb_array_length(COALESCE(pr_evidence -> 'follow_checks', '[]'::jsonb)) = :seen
+  AND (pr_next_attempt_at IS NULL OR pr_next_attempt_at <= now() + {_DUE_TOLERANCE})
+RETURNING id
+"""  # noqa: S608 - composed from module constants; every value is a bound parameter
+)
+
+
+async def record_follow_check(
+    conn: AsyncConnection,
+    dm_log_id: int,
+    *,
+    seen: int,
+    check: dict[str, Any],
+    next_at: datetime,
+    reason: str,
+) -> bool:
+    """Note a "not following yet" and keep the row PENDING until `next_at`; False when another
+    worker already recorded this check (`seen` is how many this one saw)."""
+    row = (
+        await conn.execute(
+            _RECORD_FOLLOW_CHECK,
+            {
+                "id": dm_log_id,
+                "seen": seen,
+                "check": json.dumps([check]),
+                "next_at": next_at,
+                "reason": reason,
+            },
+        )
+    ).first()
+    return row is not None

@@ -11,11 +11,15 @@ Durable first (DESIGN §4.1). One transaction per batch of events:
    RETURNING`), then a PENDING `dm_logs` row for each *new* matched comment (`ON CONFLICT
    (account_id, trigger_id) DO NOTHING RETURNING id`), and the messaging ledger rows — each
    kind in one multi-row statement, whatever the batch size;
-5. mark each event `processed` (item count, what became of its items) or `rejected` (why).
+5. turn button taps and DM keyword triggers into work (`messaging_triggers`): a tap's
+   `postback_deliveries` claim and its `dm_logs` row, a DM's `dm_logs` row — also one
+   statement per kind;
+6. mark each event `processed` (item count, what became of its items) or `rejected` (why).
 
-After the commit, each new `dm_logs` row gets one `process_comment` job keyed
-`deliver:<id>`. Enqueueing can fail (Redis down): the rows are already PENDING and the due-work
-relay finds them. Re-running an event changes nothing: the unique keys are the dedupe.
+After the commit, each new `dm_logs` row gets one delivery job keyed `deliver:<id>`
+(`process_comment`, `process_postback`, `process_message`). Enqueueing can fail (Redis down):
+the rows are already PENDING and the due-work relay finds them. Re-running an event changes
+nothing: the unique keys are the dedupe.
 
 `ingest_comments` is the same step 3–4 for comments from anywhere: the reconciler calls it
 with polled comments (`via=SeenVia.POLL`), then commits and calls `enqueue_deliveries`.
@@ -52,8 +56,9 @@ from app.db.models import (
     WebhookStatus,
 )
 from app.db.raw import Db, db_of, execute, fetch_tuples
+from app.delivery import messaging_triggers
 from app.delivery.bulk import BulkInsert, columns_of, unnest_arrays
-from app.delivery.scheduling import PROCESS_COMMENT, delivery_key
+from app.delivery.scheduling import PROCESS_COMMENT, delivery_key, job_for
 from app.instagram.webhook_payload import (
     CommentItem,
     EnvelopeError,
@@ -181,6 +186,8 @@ class EventsIngest:
     """What one ingest run did: the deliveries to enqueue and a summary for the job result."""
 
     deliveries: list[int] = field(default_factory=list)
+    # New rows from taps and DM keyword triggers, with their kind (which job they are owed).
+    dm_deliveries: list[tuple[int, TriggerKind]] = field(default_factory=list)
     processed: list[int] = field(default_factory=list)
     rejected: dict[int, str] = field(default_factory=dict)
     unknown_accounts: Counter[str] = field(default_factory=Counter)
@@ -188,12 +195,15 @@ class EventsIngest:
     counts: Counter[str] = field(default_factory=Counter)
 
     def summary(self) -> dict[str, Any]:
-        return {
+        summary: dict[str, Any] = {
             "processed": len(self.processed),
             "rejected": len(self.rejected),
             "deliveries": len(self.deliveries),
             **dict(self.counts),
         }
+        if self.dm_deliveries:
+            summary["dm_deliveries"] = len(self.dm_deliveries)
+        return summary
 
 
 async def ingest_comments(
@@ -220,6 +230,17 @@ async def enqueue_deliveries(queue: Queue, dm_log_ids: Sequence[int]) -> int:
     return await enqueue_many(queue, PROCESS_COMMENT, jobs)
 
 
+async def enqueue_ingested(queue: Queue, outcome: EventsIngest) -> int:
+    """Every job an ingest run's commit owes: one per new row, by its kind."""
+    added = await enqueue_deliveries(queue, outcome.deliveries) if outcome.deliveries else 0
+    by_job: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
+    for log_id, kind in outcome.dm_deliveries:
+        by_job[job_for(kind)].append((delivery_key(log_id, None), {"dm_log_id": log_id}))
+    for name, jobs in by_job.items():
+        added += await enqueue_many(queue, name, jobs)
+    return added
+
+
 async def ingest_events(db: Db, event_ids: Collection[int]) -> EventsIngest:
     """Process these stored webhook events in the caller's transaction (see module doc).
 
@@ -242,7 +263,9 @@ async def ingest_events(db: Db, event_ids: Collection[int]) -> EventsIngest:
     comment_result = await _ingest_comment_batch(
         db, comments, via=SeenVia.WEBHOOK, accounts=accounts
     )
-    messaging_counts = await _record_messaging(db, messaging, accounts)
+    work = messaging_triggers.MessagingWork()
+    messaging_counts = await _record_messaging(db, messaging, accounts, work)
+    result.dm_deliveries = await messaging_triggers.write(db, work)
     result.deliveries = comment_result.deliveries
     result.unknown_accounts = comment_result.unknown_accounts + messaging_counts.pop(
         None, Counter()
@@ -407,11 +430,14 @@ async def _record_messaging(
     db: Db,
     items: Sequence[tuple[MessagingItem, int]],
     accounts: dict[str, AccountRules],
+    work: messaging_triggers.MessagingWork,
 ) -> dict[int | None, Counter[str]]:
-    """Messaging ledger rows; counts per event (unknown account ids under the key None)."""
+    """Messaging ledger rows, and the taps and DM triggers among them added to `work`; counts
+    per event (unknown account ids under the key None)."""
     counts: dict[int | None, Counter[str]] = defaultdict(Counter)
     rows: dict[tuple[int, str], dict[str, Any]] = {}
     outcomes: list[tuple[tuple[int, str], int, str]] = []
+    campaigns = await messaging_triggers.load_tap_campaigns(db, [item for item, _ in items])
     for item, event_id in items:
         account = accounts.get(item.account_ig_id)
         if account is None:
@@ -423,7 +449,11 @@ async def _record_messaging(
             counts[event_id]["duplicate"] += 1
             continue
         reason = _messaging_miss(item)
-        outcomes.append((key, event_id, f"{item.kind}:{reason or 'recorded'}"))
+        details = dict(item.extra)
+        if reason is None:
+            reason, noted = messaging_triggers.classify(item, account, campaigns, work)
+            details |= noted
+        outcomes.append((key, event_id, f"{item.kind}:{reason or 'work'}"))
         rows[key] = {
             "account_id": account.account_id,
             "webhook_event_id": event_id,
@@ -436,7 +466,7 @@ async def _record_messaging(
             "occurred_at": item.occurred_at,
             "opens_window": _opens_window(item),
             "miss_reason": reason.value if reason else None,
-            "details": dict(item.extra) or None,
+            "details": details or None,
         }
     if not rows:
         return counts

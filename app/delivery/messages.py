@@ -4,6 +4,8 @@
 With link buttons the message goes out as a button template (text ≤ 640 characters, 1-3
 buttons, titles ≤ 20 characters); without them as plain text (≤ 1000 bytes of UTF-8). The
 plain-text fallback, used only when Meta rejects the template itself, carries the links inline.
+`postback_message` is the one-button template of the two-step DMs (opening DM, follow prompt):
+its button sends a payload back instead of opening a link.
 
 Cuts never split a user-perceived character: an emoji with its skin tone or ZWJ sequence, a
 flag, a letter with its combining accents stay whole or go together.
@@ -86,6 +88,32 @@ def build_message(
         "attachment": {
             "type": "template",
             "payload": {"template_type": "button", "text": body_text, "buttons": payload_buttons},
+        }
+    }
+    return OutgoingMessage("template", body, body_text)
+
+
+def postback_message(
+    text: str,
+    *,
+    title: str,
+    payload: str,
+    username: str | None,
+    default_text: str,
+    default_title: str,
+) -> OutgoingMessage:
+    """A button template with one postback button (`{link}` has no place here: dropped)."""
+    body_text = _tidy(render(text, username=username, link=""))
+    body_text = cut_chars(body_text or default_text, TEMPLATE_TEXT_MAX_CHARS)
+    button = {
+        "type": "postback",
+        "title": cut_chars(title.strip(), BUTTON_TITLE_MAX_CHARS) or default_title,
+        "payload": payload,
+    }
+    body = {
+        "attachment": {
+            "type": "template",
+            "payload": {"template_type": "button", "text": body_text, "buttons": [button]},
         }
     }
     return OutgoingMessage("template", body, body_text)

@@ -1,7 +1,7 @@
 """The webhook outbox in the worker: ingesting stored events, and relaying forgotten ones.
 
 `run_ingest` is the `ingest_event` job: one transaction for its events (`ingest.ingest_events`),
-commit, then one `process_comment` job per new delivery. A database or network failure is
+commit, then one delivery job per new `dm_logs` row. A database or network failure is
 raised so SAQ retries the job later. Any other failure is treated as a poison event: the
 events are retried one by one, and an event that still fails alone is marked `rejected` with
 the error and reported, so one bad body can neither block the others nor loop forever.
@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.models import EventLevel, WebhookEvent, WebhookStatus
 from app.db.raw import pipelined_transaction
 from app.delivery.alerts import record_throttled
-from app.delivery.ingest import EventsIngest, enqueue_deliveries, ingest_events
+from app.delivery.ingest import EventsIngest, enqueue_ingested, ingest_events
 from app.delivery.intake import enqueue_ingest
 from app.resources import Resources
 
@@ -124,13 +124,13 @@ async def _ingest_and_commit(resources: Resources, event_ids: Sequence[int]) -> 
 
 
 async def _after_commit(resources: Resources, outcome: EventsIngest) -> None:
-    if outcome.deliveries:
+    if outcome.deliveries or outcome.dm_deliveries:
         try:
-            await enqueue_deliveries(resources.queue, outcome.deliveries)
+            await enqueue_ingested(resources.queue, outcome)
         except Exception as exc:  # noqa: BLE001 - rows are PENDING; the due-work relay enqueues
             logger.warning(
                 "could not enqueue %d deliveries (the due-work relay will): %s",
-                len(outcome.deliveries),
+                len(outcome.deliveries) + len(outcome.dm_deliveries),
                 exc,
             )
     alerts: list[tuple[str, str, dict[str, Any], int]] = []

@@ -5,6 +5,10 @@ send, deadline) → public-reply leg → private-reply leg: hourly slot (Redis) 
 statement (person, quota, leg, attempt row) → send → classify → one record statement → give
 back the slot on a definite answer. Only the worker whose claim returned IN_FLIGHT calls Meta.
 
+The private reply is the campaign's link message, or — for a two-step campaign — its opening
+DM or follow prompt (`follow_gate.comment_reply`), whose button brings the person back as a
+tap (`dm_flow`). The steps shared with the DM flow live in `send_steps`.
+
 The job itself is never retried by SAQ: a later attempt is a new job scheduled at the leg's
 `next_attempt_at` (see `scheduling`), and the due-work relay re-enqueues anything a lost job
 left behind. Connections are returned to the pool while Meta is being called.
@@ -12,64 +16,45 @@ left behind. Connections are returned to the pool while Meta is being called.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from redis.exceptions import RedisError
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.crypto import TokenDecryptError
-from app.db.models import AttemptClass, InstagramAccount, Leg, LegState, TriggerKind
-from app.delivery import accounts, claims
-from app.delivery.claims import CallReport, Claim, Delivery, LegUpdate
-from app.delivery.messages import OutgoingMessage, build_message, buttons_of, render, text_message
-from app.delivery.outcomes import AttemptContext, call_report, failure_update, sent_update
+from app.db.models import Leg, LegState, PersonClaim, TriggerKind
+from app.delivery import claims, dm_content, follow_gate
+from app.delivery.claims import Claim, Delivery, LegUpdate
+from app.delivery.dm_content import Content, texts_of
+from app.delivery.messages import render
+from app.delivery.outcomes import call_report
 from app.delivery.quota import usage_month
 from app.delivery.rate_limit import BudgetFull, HourlyBudget, Slot
-from app.delivery.scheduling import enqueue_delivery, enqueue_verification
-from app.instagram.classify import AccountAction, Verdict, classify_error
+from app.delivery.scheduling import enqueue_delivery
+from app.delivery.send_steps import (
+    REDIS_WAIT,
+    Report,
+    Run,
+    due,
+    elapsed_ms,
+    failure,
+    may_send,
+    record,
+    send_claimed,
+)
+from app.instagram.classify import Verdict, classify_error
 from app.instagram.graph import GraphError
-from app.instagram.tokens import MissingTokenError, open_access_token
 from app.resources import Resources
+
+__all__ = ["Report", "comment_content", "process_comment"]
 
 logger = logging.getLogger("oncereply.delivery")
 
-# Waiting on Redis (for the hourly budget) or on an account that needs reconnecting.
-REDIS_WAIT = timedelta(minutes=1)
-REAUTH_WAIT = timedelta(minutes=5)
 # Spread the wake-ups of work waiting for the same freed budget slot.
 BUDGET_JITTER_S = 30.0
-# Recording an outcome after a send is retried on a fresh connection before giving up (the
-# leg then stays IN_FLIGHT and the stale-claim sweep makes it UNCONFIRMED).
-RECORD_RETRY_DELAYS = (0.2, 1.0, 3.0)
-
-
-@dataclass(slots=True)
-class Report:
-    """What a run did, for logs and tests: each leg's state afterwards (or why untouched)."""
-
-    private: str | None = None
-    public: str | None = None
-    notes: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, object]:
-        return {"private": self.private, "public": self.public, "notes": self.notes}
-
-
-@dataclass(slots=True)
-class _Run:
-    resources: Resources
-    worker_id: str
-    delivery: Delivery
-    now: datetime
-    report: Report
-    token: str = ""
-    next_due: list[datetime] = field(default_factory=list)
 
 
 async def process_comment(resources: Resources, *, worker_id: str, dm_log_id: int) -> Report:
@@ -82,14 +67,15 @@ async def process_comment(resources: Resources, *, worker_id: str, dm_log_id: in
             return report
         if delivery.trigger_kind != TriggerKind.COMMENT:
             report.notes.append(f"not a comment trigger ({delivery.trigger_kind})")
+            report.wrong_flow = True
             return report
-        run = _Run(resources, worker_id, delivery, now, report)
-        pr_due = _due(delivery.pr_state, delivery.pr_next_attempt_at, now)
-        pub_due = _due(delivery.pub_state, delivery.pub_next_attempt_at, now)
+        run = Run(resources, worker_id, delivery, now, report)
+        pr_due = due(delivery.pr_state, delivery.pr_next_attempt_at, now)
+        pub_due = due(delivery.pub_state, delivery.pub_next_attempt_at, now)
         if not (pr_due or pub_due):
             report.notes.append("nothing due")
             return report
-        if not await _may_send(conn, run, pr_due=pr_due, pub_due=pub_due):
+        if not await may_send(conn, run, pr_due=pr_due, pub_due=pub_due):
             return report
         held: _Held | None = None
         if pr_due and not pub_due:
@@ -101,69 +87,28 @@ async def process_comment(resources: Resources, *, worker_id: str, dm_log_id: in
             async with claims.autocommit(resources.engine) as conn:
                 held = await _claim_private(conn, run)
     if held is not None:
-        await _send_private(run, held)
+        verdict = await send_claimed(run, held.claim, held.content)
+        if verdict is not None and verdict.definite:
+            await _release_slot(_budget(run), held.slot)
     if run.next_due:
         await enqueue_delivery(resources.queue, dm_log_id, min(run.next_due))
     return report
 
 
-def _due(state: LegState | None, next_at: datetime | None, now: datetime) -> bool:
-    return state is LegState.PENDING and (next_at is None or next_at <= now + timedelta(seconds=1))
-
-
-# --- checks --------------------------------------------------------------------------------
-
-
-async def _may_send(conn: AsyncConnection, run: _Run, *, pr_due: bool, pub_due: bool) -> bool:
-    """Campaign active, account able to send, deadline ahead, token readable."""
-    delivery, now = run.delivery, run.now
-    if delivery.campaign_status != "active":
-        await _settle(conn, run, LegState.SKIPPED_CAMPAIGN_INACTIVE, "the campaign is not active")
-        return False
-    gate = accounts.gate_for(delivery.account_status, delivery.paused_until, now)
-    if gate is accounts.Gate.SKIP:
-        reason = f"the Instagram account is {delivery.account_status}"
-        await _settle(conn, run, LegState.SKIPPED_ACCOUNT_PAUSED, reason)
-        return False
-    if delivery.deadline_at is not None and delivery.deadline_at <= now:
-        await _settle(conn, run, LegState.SKIPPED_WINDOW_EXPIRED, "the 7-day reply window closed")
-        return False
-    if gate is accounts.Gate.WAIT:
-        until = delivery.paused_until or now + REAUTH_WAIT
-        reason = f"waiting: the Instagram account is {delivery.account_status}"
-        await claims.postpone(conn, delivery.id, until, reason, private=pr_due, public=pub_due)
-        run.report.notes.append(reason)
-        return False
-    if delivery.account_status != "active":
-        await accounts.resume_expired_pauses(conn, delivery.account_id)
-    try:
-        run.token = open_access_token(
-            run.resources.cipher,
-            InstagramAccount(
-                ig_user_id=delivery.ig_user_id,
-                token_ciphertext=delivery.token_ciphertext,
-                token_key_id=delivery.token_key_id,
-            ),
-        )
-    except (MissingTokenError, TokenDecryptError) as exc:
-        run.report.notes.append(f"no usable token: {exc}")
-        await accounts.handle_token_refused(run.resources, delivery.account_id, None)
-        reason = "waiting: the account's token cannot be used; reconnect the account"
-        await claims.postpone(conn, delivery.id, now + REAUTH_WAIT, reason)
-        return False
-    return True
-
-
-async def _settle(conn: AsyncConnection, run: _Run, state: LegState, reason: str) -> None:
-    await claims.settle_pending(conn, run.delivery.id, state, reason)
-    run.report.private = run.report.public = state.value
-    run.report.notes.append(reason)
+def comment_content(delivery: Delivery) -> Content:
+    """The private reply: the link, or a two-step campaign's opening DM or follow prompt."""
+    kind = follow_gate.comment_reply(
+        opening_dm=delivery.opening_dm_enabled, follow_gate=delivery.follow_gate_enabled
+    )
+    return dm_content.content_for(
+        kind, texts_of(delivery), username=delivery.recipient_username, frozen_text=None
+    )
 
 
 # --- the public reply ------------------------------------------------------------------------
 
 
-async def _public_leg(run: _Run) -> None:
+async def _public_leg(run: Run) -> None:
     delivery = run.delivery
     variants = [v for v in delivery.public_replies if v.strip()]
     # Variety, not secrecy: any generator will do for picking a variant.
@@ -192,12 +137,12 @@ async def _public_leg(run: _Run) -> None:
         )
     except GraphError as exc:
         verdict = classify_error(exc, Leg.PUBLIC_REPLY)
-    report = call_report(verdict, _elapsed_ms(started))
+    report = call_report(verdict, elapsed_ms(started))
     if verdict is None:
         update = LegUpdate(LegState.SENT, message_id=reply_id)
     else:
-        update = await _failure(run, claim, verdict, private=False)
-    await _record(run, claim, report, update)
+        update = await failure(run, claim, verdict, private=False)
+    await record(run, claim, report, update)
 
 
 # --- the private reply ------------------------------------------------------------------------
@@ -209,18 +154,16 @@ class _Held:
 
     claim: Claim
     slot: Slot
-    message: OutgoingMessage
+    content: Content
 
 
-def _budget(run: _Run) -> HourlyBudget:
+def _budget(run: Run) -> HourlyBudget:
     return HourlyBudget(run.resources.redis, limit=run.resources.settings.private_replies_per_hour)
 
 
-async def _claim_private(conn: AsyncConnection, run: _Run) -> _Held | None:
+async def _claim_private(conn: AsyncConnection, run: Run) -> _Held | None:
     delivery, now = run.delivery, run.now
-    message = build_message(
-        delivery.dm_text, buttons_of(delivery.buttons), username=delivery.recipient_username
-    )
+    content = comment_content(delivery)
     budget = _budget(run)
     try:
         reserved = await budget.reserve(delivery.account_id, tag=str(delivery.id))
@@ -236,18 +179,20 @@ async def _claim_private(conn: AsyncConnection, run: _Run) -> _Held | None:
         conn,
         dm_log_id=delivery.id,
         worker_id=run.worker_id,
-        request_kind=message.kind,
-        message_text=message.text,
+        request_kind=content.message.kind,
+        message_text=content.message.text,
         month=usage_month(now),
+        message_kind=content.kind,
+        person=PersonClaim.PRIVATE_REPLY,
     )
     if claim is None or not claim.won:
         await _release_slot(budget, reserved)
         run.report.private = claim.state.value if claim is not None else "not claimed"
         return None
-    return _Held(claim, reserved, message)
+    return _Held(claim, reserved, content)
 
 
-async def _budget_full(conn: AsyncConnection, run: _Run, full: BudgetFull) -> None:
+async def _budget_full(conn: AsyncConnection, run: Run, full: BudgetFull) -> None:
     delivery = run.delivery
     jitter = random.uniform(0, BUDGET_JITTER_S)  # noqa: S311 - spreading wake-ups, not secrecy
     free_at = run.now + timedelta(seconds=full.wait_s + jitter)
@@ -264,137 +209,8 @@ async def _budget_full(conn: AsyncConnection, run: _Run, full: BudgetFull) -> No
     run.next_due.append(free_at)
 
 
-async def _send_private(run: _Run, held: _Held) -> None:
-    delivery = run.delivery
-    claim = held.claim
-    verdict, message_id, latency_ms = await _call(run, held.message)
-    if verdict is not None and verdict.template_rejected and held.message.kind == "template":
-        # Meta refused the template itself, so nothing was delivered: plain text may follow,
-        # as a second call (and attempt row) under the same claim.
-        fallback = text_message(
-            delivery.dm_text, buttons_of(delivery.buttons), username=delivery.recipient_username
-        )
-        async with claims.autocommit(run.resources.engine) as conn:
-            claim = await claims.start_next_call(
-                conn,
-                claim,
-                call=call_report(verdict, latency_ms),
-                request_kind=fallback.kind,
-                worker_id=run.worker_id,
-            )
-        verdict, message_id, latency_ms = await _call(run, fallback)
-    report = call_report(verdict, latency_ms)
-    if verdict is None:
-        update = sent_update(message_id)
-    else:
-        update = await _failure(run, claim, verdict, private=True)
-    if await _record(run, claim, report, update) and update.state is LegState.UNCONFIRMED:
-        await enqueue_verification(run.resources.queue, delivery.id)
-    if verdict is not None and verdict.definite:
-        await _release_slot(_budget(run), held.slot)
-
-
-async def _call(run: _Run, message: OutgoingMessage) -> tuple[Verdict | None, str, int]:
-    """One POST /messages: (None, message id, ms) when sent, else (verdict, "", ms)."""
-    resources = run.resources
-    started = time.perf_counter()
-    try:
-        sent = await resources.graph.send_message(
-            run.token,
-            run.delivery.ig_user_id,
-            message.private_reply(run.delivery.trigger_id),
-            timeout_s=resources.settings.send_timeout_s,
-        )
-    except GraphError as exc:
-        return classify_error(exc, Leg.PRIVATE_REPLY), "", _elapsed_ms(started)
-    return None, sent.message_id, _elapsed_ms(started)
-
-
-# --- shared by both legs ------------------------------------------------------------------------
-
-
-async def _failure(run: _Run, claim: Claim, verdict: Verdict, *, private: bool) -> LegUpdate:
-    """The leg's next state, after carrying out what the answer says about the account."""
-    delivery = run.delivery
-    now = datetime.now(UTC)
-    wait_until: datetime | None = None
-    schedule = verdict.outcome is AttemptClass.RETRYABLE
-    if verdict.account_action is AccountAction.PAUSE:
-        wait_until = await accounts.pause_for_policy_block(
-            run.resources, delivery.account_id, now=now, detail=verdict.message or ""
-        )
-        schedule = False  # the relay resumes the account's work when the pause ends
-    elif verdict.account_action is AccountAction.REFRESH_TOKEN:
-        outcome = await accounts.handle_token_refused(
-            run.resources, delivery.account_id, delivery.token_ciphertext
-        )
-        if outcome is accounts.TokenOutcome.REAUTH:
-            wait_until, schedule = now + REAUTH_WAIT, False
-        else:
-            wait_until = now + accounts.TOKEN_WAIT
-    manual = (delivery.pr_evidence or {}).get("manual_retry") if private else None
-    ctx = AttemptContext(
-        attempt_no=claim.attempt_no,
-        attempt_limit=delivery.pr_attempt_limit if private else claims.MAX_PUBLIC_ATTEMPTS,
-        now=now,
-        deadline_at=delivery.deadline_at,
-        quota_month=claim.quota_month,
-        manual_retry_from=manual.get("from_state") if isinstance(manual, dict) else None,
-    )
-    update = failure_update(verdict, ctx, account_wait_until=wait_until, private=private)
-    if schedule and update.state is LegState.PENDING and update.next_attempt_at is not None:
-        run.next_due.append(update.next_attempt_at)
-    return update
-
-
-async def _record(run: _Run, claim: Claim, call: CallReport, update: LegUpdate) -> bool:
-    """Write the outcome, retrying on a fresh connection if the database connection fails."""
-    leg_name = "private" if claim.leg is Leg.PRIVATE_REPLY else "public"
-    for delay in (*RECORD_RETRY_DELAYS, None):
-        try:
-            async with claims.autocommit(run.resources.engine) as conn:
-                recorded = await claims.record(
-                    conn,
-                    claim,
-                    dm_log_id=run.delivery.id,
-                    worker_id=run.worker_id,
-                    call=call,
-                    update=update,
-                )
-        except (OperationalError, InterfaceError, DBAPIError) as exc:
-            if delay is None:
-                # The leg stays IN_FLIGHT; the stale-claim sweep will make it UNCONFIRMED.
-                logger.error(  # noqa: TRY400 - the reason is enough; no traceback for a DB outage
-                    "could not record the %s leg of %s (%s): %s",
-                    leg_name,
-                    run.delivery.id,
-                    update.state,
-                    exc,
-                )
-                setattr(run.report, leg_name, "unrecorded")
-                return False
-            await asyncio.sleep(delay)
-            continue
-        if not recorded:
-            logger.warning(
-                "the %s leg of %s was no longer ours to record (%s)",
-                leg_name,
-                run.delivery.id,
-                update.state,
-            )
-            setattr(run.report, leg_name, "claim lost")
-            return False
-        setattr(run.report, leg_name, update.state.value)
-        return True
-    return False
-
-
 async def _release_slot(budget: HourlyBudget, slot: Slot) -> None:
     try:
         await budget.release(slot)
     except (RedisError, OSError):
         logger.warning("could not give back an hourly budget slot of account %s", slot.account_id)
-
-
-def _elapsed_ms(started: float) -> int:
-    return int((time.perf_counter() - started) * 1000)

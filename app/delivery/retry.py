@@ -1,4 +1,8 @@
-"""A creator's "Retry" on a FAILED or UNCONFIRMED private reply (DESIGN §4.7, §7).
+"""A creator's "Retry" on a FAILED or UNCONFIRMED private reply or DM (DESIGN §4.7, §7).
+
+Any kind of row: a comment's private reply (within its 7 days), a tap's or a DM trigger's DM,
+a follow-up (within the 24-hour window the person opened). A retried tap decides its message
+anew (the person may have followed since); a retried follow-up sends its frozen text.
 
 One conditional UPDATE moves the leg back to PENDING and grants a fresh budget of three
 attempts by raising `pr_attempt_limit` (the claim still bounds every send). An UNCONFIRMED
@@ -24,7 +28,7 @@ from saq import Queue
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import LegState
+from app.db.models import LegState, TriggerKind
 from app.delivery.outcomes import ATTEMPT_BUDGET
 from app.delivery.scheduling import enqueue_delivery
 
@@ -43,6 +47,7 @@ class RetryResult:
     message: str  # a sentence for the creator
     enqueued: bool = False
     due: datetime | None = None  # QUEUED: when the delivery job should run
+    kind: TriggerKind = TriggerKind.COMMENT  # QUEUED: the row's kind (which job to enqueue)
 
 
 _RETRY = text(
@@ -56,14 +61,14 @@ UPDATE dm_logs SET
         'manual_retry', jsonb_build_object(
             'at', now(), 'from_state', pr_state, 'attempts_before', pr_attempts)),
     updated_at = now()
-WHERE id = :id AND workspace_id = :workspace_id AND trigger_kind = 'comment'
+WHERE id = :id AND workspace_id = :workspace_id
   AND (pr_state = 'FAILED' OR (pr_state = 'UNCONFIRMED' AND :confirmed))
   AND (deadline_at IS NULL OR deadline_at > now())
-RETURNING pr_next_attempt_at
+RETURNING pr_next_attempt_at, trigger_kind
 """  # noqa: S608 - the only interpolation is a module constant
 )
 _STATE = text(
-    "SELECT pr_state, deadline_at <= now() FROM dm_logs "
+    "SELECT pr_state, deadline_at <= now(), trigger_kind FROM dm_logs "
     "WHERE id = :id AND workspace_id = :workspace_id"
 )
 
@@ -86,7 +91,7 @@ async def request_retry(
     await session.commit()
     if result.status is not RetryStatus.QUEUED:
         return result
-    enqueued = await enqueue_delivery(queue, dm_log_id, result.due)
+    enqueued = await enqueue_delivery(queue, dm_log_id, result.due, kind=result.kind)
     return replace(result, enqueued=enqueued)
 
 
@@ -98,23 +103,31 @@ async def mark_retry(
     confirm_unconfirmed: bool,
 ) -> RetryResult:
     """Move the leg back to PENDING (one conditional UPDATE) or say why not. Does not commit:
-    the caller commits, then enqueues `enqueue_delivery(queue, dm_log_id, result.due)`."""
+    the caller commits, then enqueues `enqueue_delivery(queue, dm_log_id, result.due,
+    kind=result.kind)` (without the kind, `process_comment` hands a DM row to the DM flow)."""
     params = {"id": dm_log_id, "workspace_id": workspace_id}
     row = (await session.execute(_RETRY, {**params, "confirmed": confirm_unconfirmed})).first()
     if row is not None:
         return RetryResult(
-            RetryStatus.QUEUED, LegState.PENDING, "The DM will be sent again shortly.", due=row[0]
+            RetryStatus.QUEUED,
+            LegState.PENDING,
+            "The DM will be sent again shortly.",
+            due=row[0],
+            kind=TriggerKind(row[1]),
         )
     current = (await session.execute(_STATE, params)).first()
     if current is None:
         return RetryResult(RetryStatus.NOT_FOUND, None, "No such delivery in this workspace.")
     state, expired = LegState(current[0]), bool(current[1])
     if expired and state in (LegState.FAILED, LegState.UNCONFIRMED):
-        return RetryResult(
-            RetryStatus.NOT_RETRYABLE,
-            state,
-            "The comment is more than 7 days old; Instagram no longer allows a private reply.",
-        )
+        if current[2] == TriggerKind.COMMENT:
+            why = "The comment is more than 7 days old; Instagram no longer allows a private reply."
+        else:
+            why = (
+                "The 24-hour messaging window has closed; Instagram allows no DM until the "
+                "person writes or taps again."
+            )
+        return RetryResult(RetryStatus.NOT_RETRYABLE, state, why)
     if state is LegState.UNCONFIRMED:
         return RetryResult(
             RetryStatus.NEEDS_CONFIRMATION,

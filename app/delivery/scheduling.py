@@ -5,6 +5,11 @@ ingestion uses), `deliver:<id>:<epoch>` for a retry due at `epoch`. The due-work
 computes the same key from the row, so re-enqueueing a job that is still waiting in the queue
 is a no-op. Keys only coalesce while a job is queued or running; the claim in Postgres is what
 makes a second run harmless.
+
+Each trigger kind has its job (`process_comment`, `process_message`, `process_postback`,
+`send_follow_up`), so the queue shows what is waiting; every one of them runs whatever row it
+is given through the right flow (`app.delivery.dispatch`), so a caller that does not know a
+row's kind (the dashboard's retry) may enqueue `process_comment` for any row.
 """
 
 from __future__ import annotations
@@ -17,11 +22,21 @@ from datetime import datetime
 from redis.exceptions import RedisError
 from saq import Queue
 
+from app.db.models import TriggerKind
 from app.queue import enqueue
 
 logger = logging.getLogger("oncereply.delivery")
 
 PROCESS_COMMENT = "process_comment"
+PROCESS_MESSAGE = "process_message"
+PROCESS_POSTBACK = "process_postback"
+SEND_FOLLOW_UP = "send_follow_up"
+JOB_FOR_KIND = {
+    TriggerKind.COMMENT: PROCESS_COMMENT,
+    TriggerKind.MESSAGE: PROCESS_MESSAGE,
+    TriggerKind.POSTBACK: PROCESS_POSTBACK,
+    TriggerKind.FOLLOW_UP: SEND_FOLLOW_UP,
+}
 VERIFY_UNCONFIRMED = "verify_unconfirmed"
 # Meta needs a moment before a just-sent message shows in the conversation.
 VERIFY_DELAY_S = 10.0
@@ -33,13 +48,23 @@ def delivery_key(dm_log_id: int, due: datetime | None) -> str:
     return f"deliver:{dm_log_id}:{math.ceil(due.timestamp())}"
 
 
-async def enqueue_delivery(queue: Queue, dm_log_id: int, due: datetime | None = None) -> bool:
-    """Queue `process_comment` for a row (at `due`); False if Redis refused (the relay will)."""
+def job_for(kind: TriggerKind | str) -> str:
+    return JOB_FOR_KIND[TriggerKind(kind)]
+
+
+async def enqueue_delivery(
+    queue: Queue,
+    dm_log_id: int,
+    due: datetime | None = None,
+    *,
+    kind: TriggerKind | str = TriggerKind.COMMENT,
+) -> bool:
+    """Queue the delivery job for a row (at `due`); False if Redis refused (the relay will)."""
     scheduled = math.ceil(due.timestamp()) if due is not None else 0
     try:
         await enqueue(
             queue,
-            PROCESS_COMMENT,
+            job_for(kind),
             key=delivery_key(dm_log_id, due),
             scheduled=scheduled,
             dm_log_id=dm_log_id,
@@ -53,7 +78,7 @@ async def enqueue_delivery(queue: Queue, dm_log_id: int, due: datetime | None = 
 async def enqueue_verification(
     queue: Queue, dm_log_id: int, *, delay_s: float = VERIFY_DELAY_S, now: float | None = None
 ) -> bool:
-    """Queue an inbox check for an UNCONFIRMED private reply."""
+    """Queue an inbox check for an UNCONFIRMED private reply or DM."""
     at = (now if now is not None else time.time()) + delay_s
     try:
         await enqueue(

@@ -7,7 +7,12 @@
 - Due-work relay: PENDING legs whose time has come but that no job is handling (a lost
   enqueue, Redis down, a worker killed with jobs in hand, an account back from a pause) are
   enqueued again under the key a waiting job would have, so nothing piles up. Before that it
-  lifts automatic pauses that have run out and settles work whose 7-day window has closed.
+  lifts automatic pauses that have run out and settles work whose window has closed (7 days
+  for a comment's private reply, 24 hours for a DM).
+
+Both cover every kind of row: comments, taps, DM keyword triggers and follow-ups (a follow-up
+waiting for its time, a tap waiting for its next follow check, are PENDING with a due time
+like a retry); the relay enqueues each row's own job.
 """
 
 from __future__ import annotations
@@ -104,22 +109,27 @@ _EXPIRE = text(
     """
 UPDATE dm_logs SET
     pr_state = CASE WHEN pr_state = 'PENDING' THEN 'SKIPPED_WINDOW_EXPIRED' ELSE pr_state END,
-    pr_error_message = CASE WHEN pr_state = 'PENDING' THEN :reason ELSE pr_error_message END,
+    pr_error_message = CASE WHEN pr_state <> 'PENDING' THEN pr_error_message
+        WHEN trigger_kind = 'comment' THEN :comment_reason ELSE :dm_reason END,
     pub_state = CASE WHEN pub_state = 'PENDING' THEN 'SKIPPED_WINDOW_EXPIRED' ELSE pub_state END,
     updated_at = now()
 WHERE (pr_state = 'PENDING' OR pub_state = 'PENDING') AND deadline_at <= now()
-  AND trigger_kind = 'comment'
 RETURNING id
 """
 )
+_EXPIRED_REASONS = {
+    "comment_reason": "the 7-day reply window closed while waiting",
+    "dm_reason": "the 24-hour messaging window closed while waiting",
+}
 
 _DUE = text(
     """
 SELECT d.id,
        LEAST(CASE WHEN d.pr_state = 'PENDING' THEN d.pr_next_attempt_at END,
-             CASE WHEN d.pub_state = 'PENDING' THEN d.pub_next_attempt_at END) AS retry_at
+             CASE WHEN d.pub_state = 'PENDING' THEN d.pub_next_attempt_at END) AS retry_at,
+       d.trigger_kind
 FROM dm_logs d JOIN instagram_accounts a ON a.id = d.account_id
-WHERE d.trigger_kind = 'comment' AND a.status = 'active'
+WHERE a.status = 'active'
   AND ((d.pr_state = 'PENDING'
         AND COALESCE(d.pr_next_attempt_at, d.created_at) <= now() - make_interval(secs => :grace))
     OR (d.pub_state = 'PENDING'
@@ -145,13 +155,11 @@ async def relay_due_work(
     limit: int = RELAY_BATCH,
 ) -> RelayResult:
     resumed = await resume_expired_pauses(conn)
-    expired = (
-        await conn.execute(_EXPIRE, {"reason": "the 7-day reply window closed while waiting"})
-    ).all()
+    expired = (await conn.execute(_EXPIRE, _EXPIRED_REASONS)).all()
     due = (await conn.execute(_DUE, {"grace": grace_s, "limit": limit})).all()
     enqueued = 0
-    for dm_log_id, retry_at in due:
-        enqueued += await enqueue_delivery(queue, dm_log_id, retry_at)
+    for dm_log_id, retry_at, kind in due:
+        enqueued += await enqueue_delivery(queue, dm_log_id, retry_at, kind=kind)
     if resumed or expired or due:
         logger.info(
             "due-work relay: %d accounts resumed, %d legs expired, %d rows re-enqueued",

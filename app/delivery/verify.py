@@ -1,4 +1,4 @@
-"""Resolving an UNCONFIRMED private reply by looking in the conversation (DESIGN §4.7).
+"""Resolving an UNCONFIRMED private reply or DM by looking in the conversation (DESIGN §4.7).
 
 The Conversations API shows the 20 newest messages of the thread with the commenter. A
 message from the account that carries our message id, or our exact text and was created
@@ -9,6 +9,9 @@ retry asks for confirmation).
 
 Checks are rate limited by Meta (2 calls/s per account); a throttled check is tried again a
 little later, a few times.
+
+A reveal DM (after a tap or a DM trigger) found this way gets its follow-up scheduled by the
+same statement that records it SENT, as `claims.record` does for an answered send.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.crypto import TokenDecryptError
-from app.db.models import InstagramAccount, LegState
-from app.delivery.claims import autocommit
-from app.delivery.scheduling import enqueue_verification
+from app.db.models import InstagramAccount, LegState, TriggerKind
+from app.delivery.claims import autocommit, load_delivery
+from app.delivery.follow_ups import FollowUpPlan, follow_up_cte, follow_up_for, follow_up_params
+from app.delivery.scheduling import enqueue_delivery, enqueue_verification
 from app.instagram.classify import RETRYABLE_CODES
 from app.instagram.graph import GraphApiError, GraphError
 from app.instagram.tokens import MissingTokenError, open_access_token
@@ -46,15 +51,21 @@ WHERE d.id = :id
 """
 )
 _CONFIRM = text(
-    """
-UPDATE dm_logs SET pr_state = 'SENT',
-    pr_sent_at = COALESCE(pr_sent_at, CAST(:sent_at AS timestamptz)),
-    pr_message_id = COALESCE(pr_message_id, :message_id),
-    pr_evidence = COALESCE(pr_evidence, '{}'::jsonb) || CAST(:evidence AS jsonb),
-    updated_at = now()
-WHERE id = :id AND pr_state = 'UNCONFIRMED'
-RETURNING id
-"""
+    f"""
+WITH confirmed AS (
+    UPDATE dm_logs SET pr_state = 'SENT',
+        pr_sent_at = COALESCE(pr_sent_at, CAST(:sent_at AS timestamptz)),
+        pr_message_id = COALESCE(pr_message_id, :message_id),
+        pr_evidence = COALESCE(pr_evidence, '{{}}'::jsonb) || CAST(:evidence AS jsonb),
+        updated_at = now()
+    WHERE id = :id AND pr_state = 'UNCONFIRMED'
+    RETURNING id, workspace_id, account_id, campaign_id, campaign_version, recipient_id,
+              recipient_username, trigger_text
+),
+{follow_up_cte("confirmed")}
+SELECT (SELECT id FROM confirmed), (SELECT id FROM follow_up),
+       (SELECT pr_next_attempt_at FROM follow_up)
+"""  # noqa: S608 - composed from code; every value is a bound parameter
 )
 _NOTE = text(
     """
@@ -114,16 +125,27 @@ async def verify_unconfirmed(resources: Resources, dm_log_id: int) -> VerifyResu
         "matched_on": "message_id" if message_id and found.get("id") == message_id else "text",
     }
     async with autocommit(resources.engine) as conn:
-        await conn.execute(
-            _CONFIRM,
-            {
-                "id": dm_log_id,
-                "sent_at": _parse_time(found.get("created_time")) or now,
-                "message_id": found.get("id"),
-                "evidence": json.dumps({"inbox_check": {"result": "found", **proof}, **proof}),
-            },
-        )
+        plan = await _follow_up_of(conn, dm_log_id)
+        row = (
+            await conn.execute(
+                _CONFIRM,
+                {
+                    "id": dm_log_id,
+                    "sent_at": _parse_time(found.get("created_time")) or now,
+                    "message_id": found.get("id"),
+                    "evidence": json.dumps({"inbox_check": {"result": "found", **proof}, **proof}),
+                    **follow_up_params(plan),
+                },
+            )
+        ).first()
+    if row is not None and row[1] is not None:
+        await enqueue_delivery(resources.queue, row[1], row[2], kind=TriggerKind.FOLLOW_UP)
     return VerifyResult("confirmed", str(found.get("id")))
+
+
+async def _follow_up_of(conn: AsyncConnection, dm_log_id: int) -> FollowUpPlan | None:
+    delivery = await load_delivery(conn, dm_log_id)
+    return None if delivery is None else follow_up_for(delivery, delivery.message_kind)
 
 
 async def _search(

@@ -416,6 +416,9 @@ def upgrade() -> None:
                 "self",
                 "no_text",
                 "not_a_trigger",
+                "no_match",
+                "unknown_payload",
+                "account_inactive",
                 name="messaging_miss_reason",
                 native_enum=False,
                 create_constraint=True,
@@ -650,6 +653,21 @@ def upgrade() -> None:
         sa.Column("deadline_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("message_text", sa.Text(), nullable=True),
         sa.Column(
+            "message_kind",
+            sa.Enum(
+                "reveal",
+                "opening_dm",
+                "follow_prompt",
+                "follow_up",
+                name="message_kind",
+                native_enum=False,
+                create_constraint=True,
+                length=32,
+            ),
+            nullable=True,
+        ),
+        sa.Column("trigger_payload", sa.String(length=100), nullable=True),
+        sa.Column(
             "created_at",
             sa.DateTime(timezone=True),
             server_default=sa.text("now()"),
@@ -803,6 +821,13 @@ def upgrade() -> None:
     )
     op.create_index(op.f("ix_dm_logs_source_log_id"), "dm_logs", ["source_log_id"], unique=False)
     op.create_index(
+        "ix_dm_logs_tappable",
+        "dm_logs",
+        ["campaign_id", "recipient_id", sa.literal_column("id DESC")],
+        unique=False,
+        postgresql_where=sa.text("message_kind IN ('opening_dm', 'follow_prompt')"),
+    )
+    op.create_index(
         "ix_dm_logs_text_trgm",
         "dm_logs",
         ["trigger_text"],
@@ -839,6 +864,19 @@ def upgrade() -> None:
         "campaign_recipients",
         sa.Column("campaign_id", sa.BigInteger(), nullable=False),
         sa.Column("recipient_id", sa.String(length=32), nullable=False),
+        sa.Column(
+            "purpose",
+            sa.Enum(
+                "private_reply",
+                "reveal",
+                name="person_claim",
+                native_enum=False,
+                create_constraint=True,
+                length=32,
+            ),
+            server_default="private_reply",
+            nullable=False,
+        ),
         sa.Column("dm_log_id", sa.BigInteger(), nullable=False),
         sa.Column(
             "created_at",
@@ -858,7 +896,9 @@ def upgrade() -> None:
             name=op.f("fk_campaign_recipients_dm_log_id_dm_logs"),
             ondelete="CASCADE",
         ),
-        sa.PrimaryKeyConstraint("campaign_id", "recipient_id", name=op.f("pk_campaign_recipients")),
+        sa.PrimaryKeyConstraint(
+            "campaign_id", "recipient_id", "purpose", name=op.f("pk_campaign_recipients")
+        ),
     )
     op.create_index(
         op.f("ix_campaign_recipients_dm_log_id"), "campaign_recipients", ["dm_log_id"], unique=False
@@ -975,6 +1015,11 @@ def downgrade() -> None:
         table_name="dm_logs",
         postgresql_using="gin",
         postgresql_ops={"trigger_text": "gin_trgm_ops"},
+    )
+    op.drop_index(
+        "ix_dm_logs_tappable",
+        table_name="dm_logs",
+        postgresql_where=sa.text("message_kind IN ('opening_dm', 'follow_prompt')"),
     )
     op.drop_index(op.f("ix_dm_logs_source_log_id"), table_name="dm_logs")
     op.drop_index(

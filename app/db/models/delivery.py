@@ -4,7 +4,9 @@ A comment gets at most one private reply from Instagram, whatever the campaign, 
 is unique on `(account_id, trigger_id)`: the comment id for comments, `dm:<mid>` for a DM
 keyword trigger, `postback:<key>` for a button tap, `followup:<source log id>` for a follow-up.
 The private-reply/DM leg (`pr_*`) and the public-reply leg (`pub_*`) each carry their own
-state, attempt counter and claim, so one failing never blocks the other.
+state, attempt counter and claim, so one failing never blocks the other. `message_kind` says
+what the leg sends (the link, an opening DM, a follow prompt, a follow-up): the trigger decides
+who gets a message, the campaign's two-step settings decide which one.
 """
 
 from __future__ import annotations
@@ -58,6 +60,22 @@ class TriggerKind(StrEnum):
     MESSAGE = "message"
     POSTBACK = "postback"
     FOLLOW_UP = "follow_up"
+
+
+class MessageKind(StrEnum):
+    """What a log row's DM says (see `app.delivery.dm_content`)."""
+
+    REVEAL = "reveal"  # the campaign's DM with its links
+    OPENING_DM = "opening_dm"  # "tap to get it": a postback button that asks for the reveal
+    FOLLOW_PROMPT = "follow_prompt"  # "follow me, then tap": the follow gate's postback button
+    FOLLOW_UP = "follow_up"  # the later thank-you after a reveal that opened the window
+
+
+class PersonClaim(StrEnum):
+    """What a `campaign_recipients` row reserves for a person (once per campaign each)."""
+
+    PRIVATE_REPLY = "private_reply"  # the comment path: one private reply per person
+    REVEAL = "reveal"  # taps and DM triggers: the link goes to a person once
 
 
 class Leg(StrEnum):
@@ -123,6 +141,14 @@ class DmLog(Base):
             "pub_next_attempt_at",
             postgresql_where=text("pub_state = 'PENDING'"),
         ),
+        # A tap's log row points at the person's opening DM or follow prompt it answers.
+        Index(
+            "ix_dm_logs_tappable",
+            "campaign_id",
+            "recipient_id",
+            text("id DESC"),
+            postgresql_where=text("message_kind IN ('opening_dm', 'follow_prompt')"),
+        ),
     )
 
     id: Mapped[BigId]
@@ -148,6 +174,10 @@ class DmLog(Base):
     deadline_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Rendered text frozen at scheduling time (follow-ups), so later edits don't change it.
     message_text: Mapped[str | None] = mapped_column(Text)
+    # What the DM leg sends (set when it is claimed; follow-ups are created knowing it).
+    message_kind: Mapped[MessageKind | None] = mapped_column(str_enum(MessageKind, "message_kind"))
+    # Postback rows: the tapped button's payload (`reveal:<campaign>[:open]`, `followcheck:…`).
+    trigger_payload: Mapped[str | None] = mapped_column(String(100))
     created_at: Mapped[CreatedAt]
     updated_at: Mapped[UpdatedAt]
 
@@ -227,7 +257,9 @@ class PostbackDelivery(Base):
 
 
 class CampaignRecipient(Base):
-    """Once per person per campaign: the first delivery to claim (campaign, person) owns it."""
+    """Once per person per campaign: the first delivery to claim (campaign, person, purpose)
+    owns it. The comment path's private reply and the reveal sent after a tap or a DM are
+    separate purposes, so an opening DM never blocks the link it leads to."""
 
     __tablename__ = "campaign_recipients"
 
@@ -235,5 +267,11 @@ class CampaignRecipient(Base):
         ForeignKey("campaigns.id", ondelete="CASCADE"), primary_key=True
     )
     recipient_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    purpose: Mapped[PersonClaim] = mapped_column(
+        str_enum(PersonClaim, "person_claim"),
+        primary_key=True,
+        default=PersonClaim.PRIVATE_REPLY,
+        server_default=PersonClaim.PRIVATE_REPLY.value,
+    )
     dm_log_id: Mapped[int] = mapped_column(ForeignKey("dm_logs.id", ondelete="CASCADE"), index=True)
     created_at: Mapped[CreatedAt]

@@ -54,6 +54,9 @@ class MessagingMissReason(StrEnum):
     SELF = "self"  # the account messaging itself
     NO_TEXT = "no_text"  # attachments only: nothing a keyword could match
     NOT_A_TRIGGER = "not_a_trigger"  # reads, reactions, referrals, edits, opt-ins
+    NO_MATCH = "no_match"  # a DM no DM-keyword campaign matched
+    UNKNOWN_PAYLOAD = "unknown_payload"  # a tap on a button not ours, or its campaign is gone
+    ACCOUNT_INACTIVE = "account_inactive"  # the account is disconnected: no work for it
 
 
 class MessagingEvent(Base):
@@ -95,7 +98,7 @@ class MessagingEvent(Base):
     occurred_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     # An inbound interaction that (re)opens the person's 24-hour window.
     opens_window: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
-    # NULL: possible work for a consumer (an inbound message with text, a postback).
+    # NULL: it became work (a DM keyword trigger's or a tap's `dm_logs` row).
     miss_reason: Mapped[MessagingMissReason | None] = mapped_column(
         str_enum(MessagingMissReason, "messaging_miss_reason")
     )

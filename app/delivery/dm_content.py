@@ -1,0 +1,123 @@
+"""What each kind of DM says, built from a campaign's settings (pure).
+
+- the reveal: the campaign's DM with its link buttons (`messages.build_message`), with the
+  plain-text fallback for when Meta refuses the template itself;
+- the opening DM: `opening_dm_text` with one postback button ("Send me the link");
+- the follow prompt: `follow_prompt_text` with one postback button ("I'm following");
+- the follow-up: the text frozen when it was scheduled, as plain text.
+
+The two postback templates have no text fallback: a link in plain text would skip the tap (and
+the follow gate), and a prompt without its button cannot be answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.db.models import MessageKind
+from app.delivery.claims import Delivery
+from app.delivery.messages import (
+    TEXT_MAX_BYTES,
+    OutgoingMessage,
+    build_message,
+    buttons_of,
+    cut_bytes,
+    postback_message,
+    text_message,
+)
+from app.delivery.postbacks import opening_payload, prompt_payload
+
+DEFAULT_OPENING_TEXT = "Tap the button below and I'll send it right over."
+DEFAULT_OPENING_BUTTON = "Send me the link"
+DEFAULT_PROMPT_TEXT = "Follow me first, then tap the button below to get the link."
+DEFAULT_PROMPT_BUTTON = "I'm following"
+
+
+@dataclass(frozen=True, slots=True)
+class Content:
+    kind: MessageKind
+    message: OutgoingMessage
+    # Tried under the same claim when Meta refuses the template itself (nothing was delivered).
+    fallback: OutgoingMessage | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignTexts:
+    """The campaign settings the messages are made of (a log row carries them, and so does
+    the editor's form for its preview)."""
+
+    campaign_id: int
+    dm_text: str
+    buttons: Sequence[Mapping[str, Any]]
+    opening_dm_text: str | None = None
+    opening_dm_button_title: str | None = None
+    follow_gate: bool = False
+    follow_prompt_text: str | None = None
+    follow_prompt_button_title: str | None = None
+
+
+def texts_of(delivery: Delivery) -> CampaignTexts:
+    return CampaignTexts(
+        campaign_id=delivery.campaign_id or 0,
+        dm_text=delivery.dm_text,
+        buttons=delivery.buttons,
+        opening_dm_text=delivery.opening_dm_text,
+        opening_dm_button_title=delivery.opening_dm_button_title,
+        follow_gate=delivery.follow_gate_enabled,
+        follow_prompt_text=delivery.follow_prompt_text,
+        follow_prompt_button_title=delivery.follow_prompt_button_title,
+    )
+
+
+def reveal(texts: CampaignTexts, *, username: str | None) -> Content:
+    buttons = buttons_of(texts.buttons)
+    message = build_message(texts.dm_text, buttons, username=username)
+    fallback = (
+        text_message(texts.dm_text, buttons, username=username)
+        if message.kind == "template"
+        else None
+    )
+    return Content(MessageKind.REVEAL, message, fallback)
+
+
+def opening_dm(texts: CampaignTexts, *, username: str | None) -> Content:
+    message = postback_message(
+        texts.opening_dm_text or "",
+        title=texts.opening_dm_button_title or "",
+        payload=opening_payload(texts.campaign_id, follow_gate=texts.follow_gate),
+        username=username,
+        default_text=DEFAULT_OPENING_TEXT,
+        default_title=DEFAULT_OPENING_BUTTON,
+    )
+    return Content(MessageKind.OPENING_DM, message)
+
+
+def follow_prompt(texts: CampaignTexts, *, username: str | None) -> Content:
+    message = postback_message(
+        texts.follow_prompt_text or "",
+        title=texts.follow_prompt_button_title or "",
+        payload=prompt_payload(texts.campaign_id),
+        username=username,
+        default_text=DEFAULT_PROMPT_TEXT,
+        default_title=DEFAULT_PROMPT_BUTTON,
+    )
+    return Content(MessageKind.FOLLOW_PROMPT, message)
+
+
+def follow_up(frozen_text: str) -> Content:
+    text = cut_bytes(frozen_text.strip(), TEXT_MAX_BYTES)
+    return Content(MessageKind.FOLLOW_UP, OutgoingMessage("text", {"text": text}, text))
+
+
+def content_for(
+    kind: MessageKind, texts: CampaignTexts, *, username: str | None, frozen_text: str | None
+) -> Content:
+    if kind is MessageKind.OPENING_DM:
+        return opening_dm(texts, username=username)
+    if kind is MessageKind.FOLLOW_PROMPT:
+        return follow_prompt(texts, username=username)
+    if kind is MessageKind.FOLLOW_UP:
+        return follow_up(frozen_text or "")
+    return reveal(texts, username=username)

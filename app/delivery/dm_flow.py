@@ -1,0 +1,222 @@
+"""`process_dm`: a tap, a DM keyword trigger or a follow-up through the delivery protocol.
+
+One flow for every row that is sent as a DM to the person's IGSID (`postback`, `message`,
+`follow_up`), with the comment flow's guarantees (`send_steps`): checks → choose the message
+→ one claim statement (quota, attempt row, and for a reveal the once-per-person claim) → send
+→ classify → one record statement (which also schedules a reveal's follow-up). Only the
+worker whose claim returned IN_FLIGHT calls Meta; UNCONFIRMED is never sent again.
+
+Choosing the message (`follow_gate.decide`): a follow-up sends its frozen text; a tap or a DM
+sends the link, or — with the follow gate on — checks `is_user_follow_business` first and
+sends the link or the follow prompt, or, for a "not following yet" on the prompt's button,
+records the check and comes back after the next re-check delay (the row stays PENDING with
+`pr_next_attempt_at`, so the due-work relay picks it up if the scheduled job is lost).
+
+Differences from a private reply, by Meta's rules: no hourly private-reply budget (that limit
+is for private replies); the deadline is the 24-hour window the tap or DM opened; 10/2534022
+(outside the window) is SKIPPED_WINDOW_EXPIRED, final like on the comment path — a retry
+could only be refused again until the person writes or taps anew, which makes a new row.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from app.db.models import EventLevel, LegState, MessageKind, PersonClaim, TriggerKind
+from app.delivery import alerts, claims, dm_content, follow_gate
+from app.delivery.dm_content import Content
+from app.delivery.follow_ups import follow_up_for
+from app.delivery.postbacks import parse_payload
+from app.delivery.quota import usage_month
+from app.delivery.scheduling import enqueue_delivery
+from app.delivery.send_steps import Report, Run, due, may_send, send_claimed, settle
+from app.operations.events import record_event
+from app.resources import Resources
+
+logger = logging.getLogger("oncereply.delivery")
+
+DM_TRIGGERS = frozenset({TriggerKind.POSTBACK, TriggerKind.MESSAGE, TriggerKind.FOLLOW_UP})
+# Operational INFO events for refused taps, at most this many a minute (anyone can tap).
+REFUSAL_EVENTS_PER_MINUTE = 30
+
+
+@dataclass(frozen=True, slots=True)
+class _Choice:
+    content: Content
+    evidence: dict[str, Any] | None = None
+    refused: bool = False  # a prompt tap refused after every re-check
+
+
+async def process_dm(resources: Resources, *, worker_id: str, dm_log_id: int) -> Report:
+    report = Report()
+    now = datetime.now(UTC)
+    async with claims.autocommit(resources.engine) as conn:
+        delivery = await claims.load_delivery(conn, dm_log_id)
+        if delivery is None:
+            report.notes.append("no such log row")
+            return report
+        if delivery.trigger_kind not in DM_TRIGGERS:
+            report.notes.append(f"not a DM trigger ({delivery.trigger_kind})")
+            report.wrong_flow = True
+            return report
+        run = Run(resources, worker_id, delivery, now, report)
+        if not due(delivery.pr_state, delivery.pr_next_attempt_at, now):
+            report.notes.append("nothing due")
+            return report
+        if not await may_send(conn, run, pr_due=True, pub_due=False):
+            return report
+        kind = TriggerKind(delivery.trigger_kind)
+        if kind is TriggerKind.FOLLOW_UP and not delivery.follow_up_enabled:
+            reason = "follow-ups were turned off for this campaign"
+            await settle(conn, run, LegState.SKIPPED_CAMPAIGN_INACTIVE, reason, public=False)
+            return report
+        if kind is not TriggerKind.FOLLOW_UP and await claims.settle_if_revealed(conn, delivery.id):
+            report.private = LegState.SKIPPED_DEDUP.value
+            report.notes.append("this person already got the link")
+            return report
+    choice = await _choose(run)
+    if choice is not None:
+        await _claim_and_send(run, choice)
+    if run.next_due:
+        await enqueue_delivery(resources.queue, dm_log_id, min(run.next_due), kind=kind)
+    return report
+
+
+# --- choosing the message -------------------------------------------------------------------
+
+
+async def _choose(run: Run) -> _Choice | None:
+    """The message this row sends now, or None (a re-check was scheduled, or the row was
+    settled)."""
+    delivery = run.delivery
+    kind = TriggerKind(delivery.trigger_kind)
+    if kind is TriggerKind.FOLLOW_UP:
+        return _Choice(dm_content.follow_up(delivery.message_text or ""))
+    if kind is TriggerKind.MESSAGE:
+        path = follow_gate.Path.DM_TRIGGER
+    else:
+        tap = parse_payload(delivery.trigger_payload)
+        if tap is None:  # ingest only makes rows for our own payloads; an edited row?
+            async with claims.autocommit(run.resources.engine) as conn:
+                await settle(conn, run, LegState.FAILED, "the tapped button is not ours")
+            return None
+        path = follow_gate.tap_path(tap)
+    gate = delivery.follow_gate_enabled
+    checks: list[Any] = list((delivery.pr_evidence or {}).get("follow_checks") or [])
+    follows: bool | None = None
+    checked_at = datetime.now(UTC)
+    if follow_gate.needs_follow_check(path, follow_gate=gate):
+        follows = await run.resources.graph.user_follows_business(
+            run.token, delivery.recipient_id or ""
+        )
+    step = follow_gate.decide(
+        path,
+        follow_gate=gate,
+        follows=follows,
+        rechecks_done=len(checks),
+        recheck_delays_s=run.resources.settings.follow_recheck_delays_s,
+    )
+    if step.send is None:
+        await _check_again(run, step, seen=len(checks), checked_at=checked_at)
+        return None
+    texts = dm_content.texts_of(delivery)
+    content = dm_content.content_for(
+        step.send, texts, username=delivery.recipient_username, frozen_text=None
+    )
+    evidence = None
+    if gate:
+        evidence = {
+            "follow_gate": {
+                "path": path.value,
+                "checked_at": checked_at.isoformat(),
+                "follows": follows,
+                "sent": step.send.value,
+                "why": step.why,
+            }
+        }
+    return _Choice(content, evidence, refused=step.refused)
+
+
+async def _check_again(
+    run: Run, step: follow_gate.GateStep, *, seen: int, checked_at: datetime
+) -> None:
+    delay = step.recheck_in_s or 0.0
+    next_at = datetime.now(UTC) + timedelta(seconds=delay)
+    check = {"checked_at": checked_at.isoformat(), "follows": False}
+    reason = f"waiting: not following yet; checking again in {delay:g} s (Instagram lags)"
+    async with claims.autocommit(run.resources.engine) as conn:
+        recorded = await claims.record_follow_check(
+            conn, run.delivery.id, seen=seen, check=check, next_at=next_at, reason=reason
+        )
+    if recorded:
+        run.next_due.append(next_at)
+        run.report.private = "checking again"
+        run.report.notes.append(step.why)
+    else:
+        run.report.notes.append("another worker recorded this follow check")
+
+
+# --- the send -------------------------------------------------------------------------------
+
+
+async def _claim_and_send(run: Run, choice: _Choice) -> None:
+    delivery = run.delivery
+    content = choice.content
+    reveal = content.kind is MessageKind.REVEAL
+    async with claims.autocommit(run.resources.engine) as conn:
+        claim = await claims.claim_private_reply(
+            conn,
+            dm_log_id=delivery.id,
+            worker_id=run.worker_id,
+            request_kind=content.message.kind,
+            message_text=content.message.text,
+            month=usage_month(run.now),
+            message_kind=content.kind,
+            person=PersonClaim.REVEAL if reveal else None,
+            evidence=choice.evidence,
+        )
+    if claim is None or not claim.won:
+        run.report.private = claim.state.value if claim is not None else "not claimed"
+        return
+    if choice.refused:
+        await _note_refusal(run)
+    await send_claimed(run, claim, content, follow_up=follow_up_for(delivery, content.kind))
+
+
+async def _note_refusal(run: Run) -> None:
+    """One operational INFO event per refused tap: how often Meta's follow lag (or a person
+    who did not follow) ends in a second prompt."""
+    resources, delivery = run.resources, run.delivery
+    allowed, _ = await alerts.allowed(
+        resources.redis, "follow_gate_refused", per_minute=REFUSAL_EVENTS_PER_MINUTE
+    )
+    who = f"@{delivery.recipient_username}" if delivery.recipient_username else "a person"
+    checks = len((delivery.pr_evidence or {}).get("follow_checks") or []) + 1
+    message = (
+        f"follow gate refused a tap: {who} still did not follow after {checks} checks; "
+        "the follow prompt was sent again"
+    )
+    if not allowed:
+        logger.info("%s (not recorded: over the per-minute budget)", message)
+        return
+    try:
+        async with resources.sessionmaker() as session, session.begin():
+            await record_event(
+                session,
+                source="delivery",
+                level=EventLevel.INFO,
+                kind="follow_gate_refused",
+                message=message,
+                workspace_id=delivery.workspace_id,
+                account_id=delivery.account_id,
+                details={
+                    "dm_log_id": delivery.id,
+                    "campaign_id": delivery.campaign_id,
+                    "checks": checks,
+                },
+            )
+    except Exception as exc:  # noqa: BLE001 - the prompt matters more than the event
+        logger.warning("could not record a follow-gate refusal: %s", exc)

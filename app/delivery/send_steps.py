@@ -1,0 +1,286 @@
+"""The steps every send shares, for the comment flow and the DM flow alike.
+
+- `may_send`: campaign active, account able to send, deadline ahead (7 days for a private
+  reply, 24 hours for a DM), token readable — or the legs are settled / postponed;
+- `send_claimed`: the call(s) under a won claim — the message, then its plain-text fallback if
+  Meta refused the template itself (a second attempt row under the same claim) — then one
+  record statement, an inbox check for an UNCONFIRMED outcome, and the job of a follow-up the
+  record scheduled;
+- `failure`: what a refusal means for the leg, after carrying out what it says about the
+  account (368 pause, 190 token);
+- `record`: writing the outcome, retried on a fresh connection if the database drops.
+
+A private reply goes to the comment (`recipient.comment_id`); every other row is a DM to the
+person's IGSID (`recipient.id`), which the tap or message opened the 24-hour window for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.crypto import TokenDecryptError
+from app.db.models import AttemptClass, InstagramAccount, Leg, LegState, TriggerKind
+from app.delivery import accounts, claims
+from app.delivery.claims import CallReport, Claim, Delivery, LegUpdate, Recorded
+from app.delivery.dm_content import Content
+from app.delivery.follow_ups import FollowUpPlan
+from app.delivery.messages import OutgoingMessage
+from app.delivery.outcomes import AttemptContext, call_report, failure_update, sent_update
+from app.delivery.scheduling import enqueue_delivery, enqueue_verification
+from app.instagram.classify import AccountAction, Verdict, classify_error
+from app.instagram.graph import GraphError
+from app.instagram.tokens import MissingTokenError, open_access_token
+from app.resources import Resources
+
+logger = logging.getLogger("oncereply.delivery")
+
+# Waiting on Redis (for the hourly budget) or on an account that needs reconnecting.
+REDIS_WAIT = timedelta(minutes=1)
+REAUTH_WAIT = timedelta(minutes=5)
+# Recording an outcome after a send is retried on a fresh connection before giving up (the
+# leg then stays IN_FLIGHT and the stale-claim sweep makes it UNCONFIRMED).
+RECORD_RETRY_DELAYS = (0.2, 1.0, 3.0)
+
+
+@dataclass(slots=True)
+class Report:
+    """What a run did, for logs and tests: each leg's state afterwards (or why untouched)."""
+
+    private: str | None = None
+    public: str | None = None
+    notes: list[str] = field(default_factory=list)
+    # The row belongs to the other flow (a comment given to the DM flow, or the reverse).
+    wrong_flow: bool = False
+
+    def as_dict(self) -> dict[str, object]:
+        return {"private": self.private, "public": self.public, "notes": self.notes}
+
+
+@dataclass(slots=True)
+class Run:
+    resources: Resources
+    worker_id: str
+    delivery: Delivery
+    now: datetime
+    report: Report
+    token: str = ""
+    next_due: list[datetime] = field(default_factory=list)
+
+    @property
+    def is_comment(self) -> bool:
+        return self.delivery.trigger_kind == TriggerKind.COMMENT
+
+
+def due(state: LegState | None, next_at: datetime | None, now: datetime) -> bool:
+    return state is LegState.PENDING and (next_at is None or next_at <= now + timedelta(seconds=1))
+
+
+def window_closed_reason(trigger_kind: str) -> str:
+    if trigger_kind == TriggerKind.COMMENT:
+        return "the 7-day reply window closed"
+    return "the 24-hour messaging window closed"
+
+
+# --- checks --------------------------------------------------------------------------------
+
+
+async def may_send(conn: AsyncConnection, run: Run, *, pr_due: bool, pub_due: bool) -> bool:
+    """Campaign active, account able to send, deadline ahead, token readable."""
+    delivery, now = run.delivery, run.now
+    if delivery.campaign_status != "active":
+        await settle(conn, run, LegState.SKIPPED_CAMPAIGN_INACTIVE, "the campaign is not active")
+        return False
+    gate = accounts.gate_for(delivery.account_status, delivery.paused_until, now)
+    if gate is accounts.Gate.SKIP:
+        reason = f"the Instagram account is {delivery.account_status}"
+        await settle(conn, run, LegState.SKIPPED_ACCOUNT_PAUSED, reason)
+        return False
+    if delivery.deadline_at is not None and delivery.deadline_at <= now:
+        reason = window_closed_reason(delivery.trigger_kind)
+        await settle(conn, run, LegState.SKIPPED_WINDOW_EXPIRED, reason)
+        return False
+    if gate is accounts.Gate.WAIT:
+        until = delivery.paused_until or now + REAUTH_WAIT
+        reason = f"waiting: the Instagram account is {delivery.account_status}"
+        await claims.postpone(conn, delivery.id, until, reason, private=pr_due, public=pub_due)
+        run.report.notes.append(reason)
+        return False
+    if delivery.account_status != "active":
+        await accounts.resume_expired_pauses(conn, delivery.account_id)
+    try:
+        run.token = open_access_token(
+            run.resources.cipher,
+            InstagramAccount(
+                ig_user_id=delivery.ig_user_id,
+                token_ciphertext=delivery.token_ciphertext,
+                token_key_id=delivery.token_key_id,
+            ),
+        )
+    except (MissingTokenError, TokenDecryptError) as exc:
+        run.report.notes.append(f"no usable token: {exc}")
+        await accounts.handle_token_refused(run.resources, delivery.account_id, None)
+        reason = "waiting: the account's token cannot be used; reconnect the account"
+        await claims.postpone(conn, delivery.id, now + REAUTH_WAIT, reason)
+        return False
+    return True
+
+
+async def settle(
+    conn: AsyncConnection, run: Run, state: LegState, reason: str, *, public: bool = True
+) -> None:
+    await claims.settle_pending(conn, run.delivery.id, state, reason, public=public)
+    run.report.private = state.value
+    if public:
+        run.report.public = state.value
+    run.report.notes.append(reason)
+
+
+# --- the send --------------------------------------------------------------------------------
+
+
+async def call_send(run: Run, message: OutgoingMessage) -> tuple[Verdict | None, str, int]:
+    """One POST /messages: (None, message id, ms) when sent, else (verdict, "", ms)."""
+    resources, delivery = run.resources, run.delivery
+    if run.is_comment:
+        body = message.private_reply(delivery.trigger_id)
+    else:
+        body = message.direct(delivery.recipient_id or "")
+    started = time.perf_counter()
+    try:
+        sent = await resources.graph.send_message(
+            run.token, delivery.ig_user_id, body, timeout_s=resources.settings.send_timeout_s
+        )
+    except GraphError as exc:
+        return classify_error(exc, Leg.PRIVATE_REPLY), "", elapsed_ms(started)
+    return None, sent.message_id, elapsed_ms(started)
+
+
+async def send_claimed(
+    run: Run, claim: Claim, content: Content, *, follow_up: FollowUpPlan | None = None
+) -> Verdict | None:
+    """Send under a won claim and record the outcome; returns the last call's verdict (None:
+    sent). A follow-up the record scheduled gets its job."""
+    delivery = run.delivery
+    verdict, message_id, latency_ms = await call_send(run, content.message)
+    if verdict is not None and verdict.template_rejected and content.fallback is not None:
+        # Meta refused the template itself, so nothing was delivered: plain text may follow,
+        # as a second call (and attempt row) under the same claim.
+        async with claims.autocommit(run.resources.engine) as conn:
+            claim = await claims.start_next_call(
+                conn,
+                claim,
+                call=call_report(verdict, latency_ms),
+                request_kind=content.fallback.kind,
+                worker_id=run.worker_id,
+            )
+        verdict, message_id, latency_ms = await call_send(run, content.fallback)
+    report = call_report(verdict, latency_ms)
+    if verdict is None:
+        update = replace(sent_update(message_id), follow_up=follow_up)
+    else:
+        update = await failure(run, claim, verdict, private=True)
+    recorded = await record(run, claim, report, update)
+    if recorded and update.state is LegState.UNCONFIRMED:
+        await enqueue_verification(run.resources.queue, delivery.id)
+    if recorded.follow_up_id is not None:
+        run.report.notes.append(f"follow-up {recorded.follow_up_id} scheduled")
+        await enqueue_delivery(
+            run.resources.queue,
+            recorded.follow_up_id,
+            recorded.follow_up_due,
+            kind=TriggerKind.FOLLOW_UP,
+        )
+    return verdict
+
+
+# --- outcomes ---------------------------------------------------------------------------------
+
+
+async def failure(run: Run, claim: Claim, verdict: Verdict, *, private: bool) -> LegUpdate:
+    """The leg's next state, after carrying out what the answer says about the account."""
+    delivery = run.delivery
+    now = datetime.now(UTC)
+    wait_until: datetime | None = None
+    schedule = verdict.outcome is AttemptClass.RETRYABLE
+    if verdict.account_action is AccountAction.PAUSE:
+        wait_until = await accounts.pause_for_policy_block(
+            run.resources, delivery.account_id, now=now, detail=verdict.message or ""
+        )
+        schedule = False  # the relay resumes the account's work when the pause ends
+    elif verdict.account_action is AccountAction.REFRESH_TOKEN:
+        outcome = await accounts.handle_token_refused(
+            run.resources, delivery.account_id, delivery.token_ciphertext
+        )
+        if outcome is accounts.TokenOutcome.REAUTH:
+            wait_until, schedule = now + REAUTH_WAIT, False
+        else:
+            wait_until = now + accounts.TOKEN_WAIT
+    # Only a comment's private reply can be "already used" by a first send that arrived.
+    manual = (delivery.pr_evidence or {}).get("manual_retry") if private else None
+    ctx = AttemptContext(
+        attempt_no=claim.attempt_no,
+        attempt_limit=delivery.pr_attempt_limit if private else claims.MAX_PUBLIC_ATTEMPTS,
+        now=now,
+        deadline_at=delivery.deadline_at,
+        quota_month=claim.quota_month,
+        manual_retry_from=manual.get("from_state")
+        if isinstance(manual, dict) and run.is_comment
+        else None,
+    )
+    update = failure_update(verdict, ctx, account_wait_until=wait_until, private=private)
+    if schedule and update.state is LegState.PENDING and update.next_attempt_at is not None:
+        run.next_due.append(update.next_attempt_at)
+    return update
+
+
+async def record(run: Run, claim: Claim, call: CallReport, update: LegUpdate) -> Recorded:
+    """Write the outcome, retrying on a fresh connection if the database connection fails."""
+    leg_name = "private" if claim.leg is Leg.PRIVATE_REPLY else "public"
+    for delay in (*RECORD_RETRY_DELAYS, None):
+        try:
+            async with claims.autocommit(run.resources.engine) as conn:
+                recorded = await claims.record(
+                    conn,
+                    claim,
+                    dm_log_id=run.delivery.id,
+                    worker_id=run.worker_id,
+                    call=call,
+                    update=update,
+                )
+        except (OperationalError, InterfaceError, DBAPIError) as exc:
+            if delay is None:
+                # The leg stays IN_FLIGHT; the stale-claim sweep will make it UNCONFIRMED.
+                logger.error(  # noqa: TRY400 - the reason is enough; no traceback for a DB outage
+                    "could not record the %s leg of %s (%s): %s",
+                    leg_name,
+                    run.delivery.id,
+                    update.state,
+                    exc,
+                )
+                setattr(run.report, leg_name, "unrecorded")
+                return Recorded(False)
+            await asyncio.sleep(delay)
+            continue
+        if not recorded:
+            logger.warning(
+                "the %s leg of %s was no longer ours to record (%s)",
+                leg_name,
+                run.delivery.id,
+                update.state,
+            )
+            setattr(run.report, leg_name, "claim lost")
+            return recorded
+        setattr(run.report, leg_name, update.state.value)
+        return recorded
+    return Recorded(False)
+
+
+def elapsed_ms(started: float) -> int:
+    return int((time.perf_counter() - started) * 1000)
