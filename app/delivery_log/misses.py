@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, select, union_all
+from sqlalchemy import ColumnElement, Select, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Comment, CommentOutcome, InstagramAccount, MissReason, SeenVia
@@ -105,6 +105,48 @@ def _conditions(f: MissFilter) -> list[ColumnElement[bool]]:
     return where
 
 
+def misses_select(
+    account_ids: list[int],
+    f: MissFilter,
+    *,
+    older: Key | None,
+    newer: Key | None,
+    limit: int,
+) -> Select[Any]:
+    """One keyset read over these accounts' misses (see the module docstring)."""
+    where = _conditions(f)
+    if older is not None:
+        where.append(older_than(Comment.created_at, Comment.id, older))
+    if newer is not None:
+        where.append(newer_than(Comment.created_at, Comment.id, newer))
+    upwards = newer is not None
+
+    def order(created: Any, row_id: Any) -> tuple[Any, Any]:
+        if upwards:
+            return created.asc(), row_id.asc()
+        return created.desc(), row_id.desc()
+
+    parts = [
+        select(*_COLUMNS)
+        .where(Comment.account_id == account_id, *where)
+        .order_by(*order(Comment.created_at, Comment.id))
+        .limit(limit)
+        for account_id in account_ids
+    ]
+    merged = union_all(*parts).subquery()
+    return select(merged).order_by(*order(merged.c.created_at, merged.c.id)).limit(limit)
+
+
+async def misses_accounts(session: AsyncSession, workspace_id: int, f: MissFilter) -> list[int]:
+    """The workspace's accounts the filter asks about."""
+    found = (
+        await session.scalars(
+            select(InstagramAccount.id).where(InstagramAccount.workspace_id == workspace_id)
+        )
+    ).all()
+    return [a for a in found if f.account_id is None or a == f.account_id]
+
+
 async def fetch_misses(
     session: AsyncSession,
     workspace_id: int,
@@ -114,45 +156,12 @@ async def fetch_misses(
     after: Key | None = None,
     size: int = PAGE_SIZE,
 ) -> Paged[MissRow]:
-    accounts = list(
-        (
-            await session.scalars(
-                select(InstagramAccount.id).where(InstagramAccount.workspace_id == workspace_id)
-            )
-        ).all()
-    )
-    if f.account_id is not None:
-        accounts = [a for a in accounts if a == f.account_id]
-    where = _conditions(f)
+    accounts = await misses_accounts(session, workspace_id, f)
 
     async def fetch(older: Key | None, newer: Key | None, limit: int) -> list[MissRow]:
         if not accounts:
             return []
-        bound = where[:]
-        if older is not None:
-            bound.append(older_than(Comment.created_at, Comment.id, older))
-        if newer is not None:
-            bound.append(newer_than(Comment.created_at, Comment.id, newer))
-        upwards = newer is not None
-        order = (
-            (Comment.created_at.asc(), Comment.id.asc())
-            if upwards
-            else (Comment.created_at.desc(), Comment.id.desc())
-        )
-        parts = [
-            select(*_COLUMNS)
-            .where(Comment.account_id == account_id, *bound)
-            .order_by(*order)
-            .limit(limit)
-            for account_id in accounts
-        ]
-        merged = union_all(*parts).subquery()
-        outer = (
-            (merged.c.created_at.asc(), merged.c.id.asc())
-            if upwards
-            else (merged.c.created_at.desc(), merged.c.id.desc())
-        )
-        result = await session.execute(select(merged).order_by(*outer).limit(limit))
-        return [MissRow(*row) for row in result.all()]
+        query = misses_select(accounts, f, older=older, newer=newer, limit=limit)
+        return [MissRow(*row) for row in (await session.execute(query)).all()]
 
     return await keyset_page(fetch, before=before, after=after, size=size)

@@ -181,6 +181,20 @@ class Page:
         return self.newer is None
 
 
+def page_select(
+    workspace_id: int, f: LogFilter, *, older: Key | None, newer: Key | None, limit: int
+) -> Select[Any]:
+    """One keyset read: rows older than `older` newest first, or newer than `newer` oldest
+    first, or (neither) the newest rows."""
+    query = log_select(workspace_id, f)
+    if newer is not None:
+        query = query.where(paging.newer_than(DmLog.created_at, DmLog.id, newer))
+        return query.order_by(*_OLDEST_FIRST).limit(limit)
+    if older is not None:
+        query = query.where(older_than(older))
+    return query.order_by(*NEWEST_FIRST).limit(limit)
+
+
 async def fetch_page(
     session: AsyncSession,
     workspace_id: int,
@@ -190,16 +204,9 @@ async def fetch_page(
     after: Key | None = None,
     size: int = PAGE_SIZE,
 ) -> Page:
-    base = log_select(workspace_id, f)
-
     async def fetch(older: Key | None, newer: Key | None, limit: int) -> list[LogRow]:
-        if newer is not None:
-            query = base.where(paging.newer_than(DmLog.created_at, DmLog.id, newer))
-            query = query.order_by(*_OLDEST_FIRST)
-        else:
-            query = base.where(older_than(older)) if older else base
-            query = query.order_by(*NEWEST_FIRST)
-        return _rows((await session.execute(query.limit(limit))).all())
+        query = page_select(workspace_id, f, older=older, newer=newer, limit=limit)
+        return _rows((await session.execute(query)).all())
 
     paged = await keyset_page(fetch, before=before, after=after, size=size)
     live = None
@@ -208,18 +215,20 @@ async def fetch_page(
     return Page(paged.rows, older=paged.older, newer=paged.newer, live=live)
 
 
-async def fetch_new(
-    session: AsyncSession, workspace_id: int, f: LogFilter, window: LiveWindow
-) -> list[LogRow]:
-    """Rows for the first page that it does not show yet, newest first."""
+def new_rows_select(workspace_id: int, f: LogFilter, window: LiveWindow) -> Select[Any]:
     query = log_select(workspace_id, f).where(
         paging.newer_than(DmLog.created_at, DmLog.id, window.floor)
     )
     if window.shown:
         query = query.where(DmLog.id.not_in([key.id for key in window.shown]))
-    found = _rows(
-        (await session.execute(query.order_by(*_OLDEST_FIRST).limit(NEW_ROWS_PER_POLL))).all()
-    )
+    return query.order_by(*_OLDEST_FIRST).limit(NEW_ROWS_PER_POLL)
+
+
+async def fetch_new(
+    session: AsyncSession, workspace_id: int, f: LogFilter, window: LiveWindow
+) -> list[LogRow]:
+    """Rows for the first page that it does not show yet, newest first."""
+    found = _rows((await session.execute(new_rows_select(workspace_id, f, window))).all())
     return list(reversed(found))
 
 

@@ -14,7 +14,9 @@ Fixtures for flows built on top of this:
 - `base_url`, `web_port`: the web process; `sandbox`: the `SandboxProcess` (`.admin` is a
   `SandboxAdmin` for faults, fans and inspection); `db_url`: the run's PostgreSQL database;
 - `signed_in`: a page signed up as a new creator (see `tests/e2e/flows.py`);
-- `connected`: the same, with @sunny.bakes connected through the sandbox consent page.
+- `connected`: the same, with @sunny.bakes connected through the sandbox consent page;
+- `worker`: a real worker process (same settings as the web) that is beating when the test
+  starts; function scope, because other tests need to see no worker at all.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from playwright.sync_api import Page
 from tests.e2e.flows import Connected, SignedIn, connect_instagram, sign_up
 from tests.support.dashboard import sandbox_env, web_env_for
 from tests.support.infra import TestDatabase, TestRedis, truncate_all
-from tests.support.processes import Service, free_port, start_web
+from tests.support.processes import Service, free_port, health, start_web, start_worker, wait_until
 from tests.support.sandbox_process import SandboxProcess, start_sandbox
 
 CHROMIUM_ARGS = [
@@ -158,3 +160,22 @@ def signed_in(page: Page, base_url: str) -> SignedIn:
 def connected(signed_in: SignedIn, sandbox: SandboxProcess) -> Connected:
     """A signed-in creator whose @sunny.bakes is connected through the sandbox's consent page."""
     return connect_instagram(signed_in.page, "sunny.bakes")
+
+
+@pytest.fixture
+def worker(web_env: dict[str, str], web_port: int, artifacts_dir: Path) -> Iterator[Service]:
+    """A worker process delivering for this test; stopped (SIGTERM, drained) after it."""
+    service = start_worker(web_env, artifacts_dir)
+
+    def beating() -> bool:
+        if not service.running:
+            raise RuntimeError(f"worker exited early:\n{service.output()}")
+        _, report = health(web_port)
+        checks = report.get("checks")
+        return isinstance(checks, dict) and bool(checks.get("worker", {}).get("ok"))
+
+    try:
+        wait_until(beating, timeout=60, interval=0.25, what="the worker's first heartbeat")
+        yield service
+    finally:
+        service.stop()

@@ -196,3 +196,25 @@ async def add_attempt(resources: Resources, dm_log_id: int, **values: Any) -> No
 async def log_row(resources: Resources, dm_log_id: int) -> DmLog:
     async with resources.sessionmaker() as session:
         return (await session.execute(select(DmLog).where(DmLog.id == dm_log_id))).scalar_one()
+
+
+def wait_past_activation(database_url: str) -> None:
+    """Wait (polling the database clock) until the second after the newest activation.
+
+    Instagram stamps comments in whole seconds, and matching treats a comment stamped before
+    a campaign's `activated_at` as older than the campaign; a browser test that comments
+    within the activation's own second would see it missed (`before_activation`).
+    """
+    import psycopg
+
+    from tests.support.processes import wait_until
+
+    def passed() -> bool:
+        with psycopg.connect(database_url) as conn:
+            row = conn.execute(
+                "SELECT now() >= date_trunc('second', max(activated_at)) + interval '1 second'"
+                " FROM campaigns"
+            ).fetchone()
+        return bool(row and row[0])
+
+    wait_until(passed, timeout=5, interval=0.05, what="the activation's second to pass")

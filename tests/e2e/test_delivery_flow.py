@@ -1,0 +1,77 @@
+"""The whole promise in Chromium, against real web, worker and sandbox processes: a fan
+comments the keyword, the open delivery log shows the row turn SENT without a reload, and the
+fan's inbox in the sandbox holds exactly one DM. Then the log's filters, history and timeline.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import psycopg
+from playwright.sync_api import expect
+
+from tests.e2e.flows import Connected, create_campaign
+from tests.support.dashboard import LEMON_REEL
+from tests.support.log_data import wait_past_activation
+from tests.support.processes import Service
+from tests.support.sandbox_process import SandboxProcess
+
+DELIVERED_WITHIN_MS = 20_000
+
+
+def _rows(db_url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(db_url) as conn:
+        return list(conn.execute(sql, params).fetchall())
+
+
+def test_a_fans_comment_turns_sent_in_the_open_log_and_one_dm_arrives(
+    connected: Connected, sandbox: SandboxProcess, worker: Service, db_url: str
+) -> None:
+    page = connected.page
+    create_campaign(page, name="Lemon loaf recipe", keyword="RECIPE", activate=True)
+    wait_past_activation(db_url)
+    page.goto("/log")
+    expect(page.locator("#log-empty")).to_be_visible()
+    # A marker that a reload would wipe: the row must arrive by polling, not by navigation.
+    page.evaluate("window.__sameDocument = 'yes'")
+
+    comment = sandbox.admin.fan_comment("jane.doe", LEMON_REEL, "RECIPE please! 🍋")
+    row = page.locator("#log-rows tr.log-row", has_text="@jane.doe")
+    expect(row).to_have_count(1, timeout=DELIVERED_WITHIN_MS)
+    expect(row.locator(".leg-pr .state")).to_have_text("SENT", timeout=DELIVERED_WITHIN_MS)
+    expect(row).to_contain_text("RECIPE please! 🍋")
+    expect(row).to_contain_text("Lemon loaf recipe")
+    expect(page.locator("#log-empty")).to_have_count(0)
+    assert page.evaluate("window.__sameDocument") == "yes"
+
+    inbox = sandbox.admin.inbox("jane.doe")["messages"]
+    assert [(m["kind"], m["comment_id"]) for m in inbox] == [("private_reply", comment["id"])]
+    assert sandbox.admin.comment_stats(comment["id"])["private_replies_delivered"] == 1
+
+    # Filters live in the URL and in the history: FAILED hides the row, Back brings it again.
+    page.select_option("#state", "FAILED")
+    expect(page).to_have_url(re.compile(r"/log\?state=FAILED$"))
+    expect(row).to_have_count(0)
+    expect(page.locator("#log-empty")).to_contain_text("No delivery matches these filters")
+    page.go_back()
+    expect(page).to_have_url(re.compile(r"/log$"))
+    expect(page.locator("#log-rows tr.log-row", has_text="@jane.doe")).to_have_count(1)
+    page.fill("#q", "@jane")
+    expect(page).to_have_url(re.compile(r"/log\?q=%40jane$"))
+    expect(page.locator("#log-rows tr.log-row")).to_have_count(1)
+
+    # The row opens its timeline: the ledger entry, the decision, the call to Instagram.
+    page.locator("#log-rows tr.log-row a.log-open").click()
+    expect(page.locator("#pr-state .state")).to_have_text("SENT")
+    expect(page.locator("#seen-via")).to_contain_text("webhook")
+    expect(page.locator("#ledger")).to_contain_text("RECIPE please! 🍋")
+    expect(page.locator("#decision")).to_contain_text("“Lemon loaf recipe” answered")
+    expect(page.locator("#attempts tbody tr")).to_have_count(1)
+    expect(page.locator("#attempts tbody tr")).to_have_attribute("data-classification", "sent")
+
+    # The overview counts it.
+    page.goto("/")
+    expect(page.locator("#stat-sent .stat-number")).to_have_text("1")
+    expect(page.locator('#per-account tr[data-account="sunny.bakes"] .n-sent')).to_have_text("1")
+    assert _rows(db_url, "SELECT pr_state, pr_attempts FROM dm_logs") == [("SENT", 1)]

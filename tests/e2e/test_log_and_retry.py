@@ -1,0 +1,185 @@
+"""Retrying from the delivery log in Chromium, against real web, worker and sandbox processes:
+a double-clicked Retry retries once; an UNCONFIRMED row shows its evidence and is sent again
+only after an explicit confirmation, and Instagram's "already replied" answer then records it
+SENT without a second DM; "check the conversation again" can settle it instead; another
+workspace cannot open any of it by URL; signing out ends the session.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import psycopg
+from playwright.sync_api import Browser, Page, expect
+
+from tests.e2e.flows import Connected, create_campaign, sign_out, sign_up
+from tests.support.dashboard import LEMON_REEL
+from tests.support.log_data import wait_past_activation
+from tests.support.processes import Service
+from tests.support.sandbox_process import SandboxProcess
+
+WITHIN_MS = 20_000
+# The worker looks in the conversation 10 s after an ambiguous send; the timeline polls every 3 s.
+EVIDENCE_WITHIN_MS = 40_000
+
+
+def _rows(db_url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(db_url) as conn:
+        return list(conn.execute(sql, params).fetchall())
+
+
+def _comment_and_wait(
+    page: Page, sandbox: SandboxProcess, state: str, fan: str = "jane.doe"
+) -> tuple[str, Any]:
+    """A fan comments RECIPE; returns the comment id and its row in the open log."""
+    comment = sandbox.admin.fan_comment(fan, LEMON_REEL, "RECIPE please")
+    row = page.locator("#log-rows tr.log-row", has_text=f"@{fan}")
+    expect(row.locator(".leg-pr .state")).to_have_text(state, timeout=WITHIN_MS)
+    return str(comment["id"]), row
+
+
+def test_a_double_clicked_retry_retries_once(
+    connected: Connected, sandbox: SandboxProcess, worker: Service, db_url: str
+) -> None:
+    page = connected.page
+    create_campaign(page, activate=True)
+    wait_past_activation(db_url)
+    # 551 "user unavailable" is a final refusal: the row fails at once, nothing was delivered.
+    sandbox.admin.add_fault("messages", "reject", code=551, times=1, account="sunny.bakes")
+    page.goto("/log")
+    comment_id, row = _comment_and_wait(page, sandbox, "FAILED")
+    expect(row.locator(".leg-pr")).to_contain_text("code 551")
+
+    row.locator("button[data-action=retry]").dblclick()
+    expect(row.locator(".leg-pr .state")).to_have_text("SENT", timeout=WITHIN_MS)
+
+    [(log_id, attempts, limit, evidence)] = _rows(
+        db_url, "SELECT id, pr_attempts, pr_attempt_limit, pr_evidence FROM dm_logs"
+    )
+    assert attempts == 2  # the refused send and one retry
+    assert limit == 1 + 3  # one fresh budget granted, once
+    assert evidence["manual_retry"]["from_state"] == "FAILED"
+    assert _rows(db_url, "SELECT count(*) FROM delivery_attempts WHERE dm_log_id = %s", log_id) == [
+        (2,)
+    ]
+    assert _rows(
+        db_url, "SELECT scope, status FROM idempotency_keys WHERE scope LIKE 'delivery.%%'"
+    ) == [("delivery.retry", "succeeded")]
+    stats = sandbox.admin.comment_stats(comment_id)
+    assert stats["send_requests"] == 2
+    assert stats["private_replies_delivered"] == 1
+    assert len(sandbox.admin.inbox("jane.doe")["messages"]) == 1
+
+
+def test_an_unconfirmed_row_shows_its_evidence_and_retries_only_when_confirmed(
+    connected: Connected, sandbox: SandboxProcess, worker: Service, db_url: str
+) -> None:
+    page = connected.page
+    create_campaign(page, activate=True)
+    wait_past_activation(db_url)
+    # Delivered, then answered with code 1: we cannot know it arrived. The conversation check
+    # fails too, so the row stays UNCONFIRMED for the creator to decide.
+    sandbox.admin.add_fault("messages", "deliver_then_error", code=1, times=1)
+    sandbox.admin.add_fault("conversations", "reject", code=100, message="Unsupported request")
+    page.goto("/log")
+    comment_id, row = _comment_and_wait(page, sandbox, "UNCONFIRMED")
+    expect(row.locator("button[data-action=retry]")).to_have_count(0)  # no one-click retry
+    row.locator("a[data-action=review]").click()
+
+    panel = page.locator("#retry-panel")
+    expect(panel).to_contain_text("We may already have sent this — check the conversation")
+    evidence = page.locator("#evidence")
+    expect(evidence).to_contain_text("Conversation checked", timeout=EVIDENCE_WITHIN_MS)
+    expect(evidence).to_contain_text("the check itself failed")
+
+    # Without ticking the confirmation nothing is sent.
+    page.click("#retry-unconfirmed")
+    expect(page.locator("#confirm-checkbox")).to_have_js_property("validity.valid", False)
+    assert _rows(db_url, "SELECT pr_state FROM dm_logs") == [("UNCONFIRMED",)]
+    assert _rows(
+        db_url, "SELECT count(*) FROM idempotency_keys WHERE scope LIKE 'delivery.%%'"
+    ) == [(0,)]
+
+    page.check("#confirm-checkbox")
+    page.click("#retry-unconfirmed")
+    expect(page).to_have_url(re.compile(r"/log/\d+\?notice=retried$"))
+    # Instagram answers the retry 100/2534025 (this comment already has its private reply):
+    # the first send arrived, so the row is SENT, confirmed — and no second DM exists.
+    expect(page.locator("#pr-state .state")).to_have_text("SENT", timeout=WITHIN_MS)
+    expect(page.locator("#state-sentence")).to_contain_text("Instagram later confirmed it arrived")
+    expect(page.locator("#evidence")).to_contain_text("Confirmed delivered")
+    [(state, proof)] = _rows(db_url, "SELECT pr_state, pr_evidence FROM dm_logs")
+    assert state == "SENT"
+    assert proof["confirmed_by"] == "meta_already_used"
+    assert proof["manual_retry"]["from_state"] == "UNCONFIRMED"
+    assert len(sandbox.admin.inbox("jane.doe")["messages"]) == 1
+    assert sandbox.admin.comment_stats(comment_id)["private_replies_delivered"] == 1
+
+
+def test_check_the_conversation_again_settles_an_unconfirmed_row(
+    connected: Connected, sandbox: SandboxProcess, worker: Service, db_url: str
+) -> None:
+    page = connected.page
+    create_campaign(page, activate=True)
+    wait_past_activation(db_url)
+    sandbox.admin.add_fault("messages", "deliver_then_error", code=1, times=1)
+    blocked = sandbox.admin.add_fault("conversations", "reject", code=100)
+    page.goto("/log")
+    _, row = _comment_and_wait(page, sandbox, "UNCONFIRMED")
+    row.locator("a[data-action=review]").click()
+    expect(page.locator("#evidence")).to_contain_text(
+        "the check itself failed", timeout=EVIDENCE_WITHIN_MS
+    )
+
+    sandbox.admin.remove_fault(blocked["id"])  # the Conversations API answers again
+    page.click("#check-again")
+    expect(page).to_have_url(re.compile(r"/log/\d+\?notice=checking$"))
+    expect(page.locator("#pr-state .state")).to_have_text("SENT", timeout=WITHIN_MS)
+    expect(page.locator("#state-sentence")).to_contain_text("found in the conversation")
+    assert _rows(db_url, "SELECT pr_state, pr_evidence->>'confirmed_by' FROM dm_logs") == [
+        ("SENT", "conversations_api")
+    ]
+    assert len(sandbox.admin.inbox("jane.doe")["messages"]) == 1
+
+
+def test_another_workspace_cannot_open_rows_campaigns_or_accounts_and_logout_ends_it(
+    connected: Connected, browser: Browser, base_url: str, db_url: str
+) -> None:
+    page = connected.page
+    campaign_id = create_campaign(page)
+    with psycopg.connect(db_url) as conn:
+        [(workspace_id,)] = conn.execute("SELECT workspace_id FROM campaigns").fetchall()
+        [(log_id,)] = conn.execute(
+            "INSERT INTO dm_logs (workspace_id, account_id, campaign_id, trigger_kind, trigger_id,"
+            " recipient_username, trigger_text, pr_state, pr_attempts)"
+            " VALUES (%s, %s, %s, 'comment', '17800000000000001', 'jane.doe', 'RECIPE', "
+            "'FAILED', 1) RETURNING id",
+            (workspace_id, connected.account_id, campaign_id),
+        ).fetchall()
+    page.goto(f"/log/{log_id}")
+    expect(page.locator("#retry-button")).to_be_visible()
+
+    other = browser.new_context(base_url=base_url)
+    try:
+        rival = other.new_page()
+        sign_up(rival, "rival@example.com")
+        for path in (
+            f"/log/{log_id}",
+            f"/campaigns/{campaign_id}",
+            f"/accounts/{connected.account_id}",
+        ):
+            response = rival.goto(path)
+            assert response is not None
+            assert response.status == 404, path
+            expect(rival.locator("h1")).to_have_text("Not found")
+        rival.goto("/log")
+        expect(rival.locator("#log-rows tr")).to_have_count(0)
+        expect(rival.locator("#log-empty")).to_be_visible()
+    finally:
+        other.close()
+
+    sign_out(page)
+    page.goto(f"/log/{log_id}")
+    expect(page).to_have_url(re.compile(rf"/login\?next=/log/{log_id}$"))
+    expect(page.locator("details.user-menu")).to_have_count(0)
