@@ -629,6 +629,7 @@ _SETTLE_IF_REVEALED = text(
     f"""
 UPDATE dm_logs d SET
     pr_state = 'SKIPPED_DEDUP',
+    message_kind = '{MessageKind.REVEAL.value}',
     pr_error_message = 'this person already got this campaign''s link',
     updated_at = now()
 FROM campaigns c

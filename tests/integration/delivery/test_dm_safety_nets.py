@@ -1,0 +1,123 @@
+"""The safety nets cover taps, DM triggers and follow-ups too: the due-work relay enqueues each
+row's own job, the stale-claim sweep makes a DM left IN_FLIGHT UNCONFIRMED (with an inbox
+check), a creator's retry works on a DM, and any delivery job runs any row."""
+
+from __future__ import annotations
+
+from app.db.models import LegState, PersonClaim, TriggerKind
+from app.delivery import claims, sweeps
+from app.delivery.dispatch import deliver
+from app.delivery.quota import usage_month
+from app.delivery.retry import RetryStatus
+from app.delivery.scheduling import delivery_key
+from tests.integration.delivery.conftest import World
+from tests.integration.delivery.conversations import (
+    ACCOUNT,
+    Hooks,
+    one,
+    reveals,
+    run_due,
+    two_step_campaign,
+)
+
+
+async def _dm_row(world: World, hooks: Hooks, fan: str = "jane.doe") -> int:
+    await two_step_campaign(world, dm_trigger_enabled=True)
+    world.admin.fan_dm(fan, ACCOUNT, "recipe")
+    await hooks.deliver("messages")
+    return (await one(world, TriggerKind.MESSAGE)).id
+
+
+async def test_the_relay_enqueues_a_lost_dm_job_under_its_own_name(world: World) -> None:
+    hooks = Hooks(world)
+    row_id = await _dm_row(world, hooks)
+    queue = world.resources.queue
+    job = await queue.job(f"deliver:{row_id}")
+    assert job is not None
+    assert job.function == "process_message"
+    await job.abort("lost with Redis")
+    await world.resources.redis.flushdb()
+    async with claims.autocommit(world.resources.engine) as conn:
+        relayed = await sweeps.relay_due_work(conn, queue, grace_s=0)
+    assert relayed.enqueued == 1
+    job = await queue.job(f"deliver:{row_id}")
+    assert job is not None
+    assert job.function == "process_message"
+
+
+async def test_a_dm_left_in_flight_becomes_unconfirmed_with_an_inbox_check(world: World) -> None:
+    hooks = Hooks(world)
+    row_id = await _dm_row(world, hooks, "marco_rossi")
+    async with claims.autocommit(world.resources.engine) as conn:
+        claim = await claims.claim_private_reply(
+            conn,
+            dm_log_id=row_id,
+            worker_id="dead-worker",
+            request_kind="template",
+            message_text="Here it is, there!",
+            month=usage_month(),
+            person=PersonClaim.REVEAL,
+        )
+        assert claim is not None
+        assert claim.won
+        await world.execute(
+            "UPDATE dm_logs SET pr_claimed_at = now() - interval '5 minutes' WHERE id = :id",
+            id=row_id,
+        )
+        swept = await sweeps.sweep_stale_claims(conn, world.resources.queue, older_than_s=60)
+    assert swept.private == [row_id]
+    assert (await world.log(row_id)).pr_state is LegState.UNCONFIRMED
+    check = await world.resources.queue.job(f"verify:{row_id}")
+    assert check is not None
+    # The person's reveal claim stays with the unsure row: another keyword DM is not answered.
+    world.admin.fan_dm("marco_rossi", ACCOUNT, "recipe??")
+    await hooks.deliver("messages")
+    await run_due(world)
+    assert reveals(world, "marco_rossi") == []
+
+
+async def test_a_creator_can_retry_a_failed_dm(world: World) -> None:
+    hooks = Hooks(world)
+    row_id = await _dm_row(world, hooks, "olga.petrova")
+    world.admin.add_fault("messages", "reject", code=551, times=1)
+    [report] = await run_due(world)
+    assert report.private == "FAILED"
+
+    result = await world.retry(row_id, confirm=False)
+    assert result.status is RetryStatus.QUEUED
+    assert result.kind is TriggerKind.MESSAGE
+    assert result.enqueued
+    job = await world.resources.queue.job(delivery_key(row_id, result.due))
+    assert job is not None
+    assert job.function == "process_message"
+    await run_due(world)
+    assert (await world.log(row_id)).pr_state is LegState.SENT
+    assert len(reveals(world, "olga.petrova")) == 1
+
+
+async def test_a_dm_whose_window_closed_cannot_be_retried(world: World) -> None:
+    hooks = Hooks(world)
+    row_id = await _dm_row(world, hooks, "sam.okafor")
+    world.admin.add_fault("messages", "reject", code=551, times=1)
+    await run_due(world)
+    await world.execute(
+        "UPDATE dm_logs SET deadline_at = now() - interval '1 second' WHERE id = :id", id=row_id
+    )
+    result = await world.retry(row_id, confirm=False)
+    assert result.status is RetryStatus.NOT_RETRYABLE
+    assert "24-hour" in result.message
+
+
+async def test_any_delivery_job_runs_any_row(world: World) -> None:
+    """The dashboard's retry enqueues `process_comment` whatever the row: it is handed over."""
+    hooks = Hooks(world)
+    row_id = await _dm_row(world, hooks, "zoe.lefevre")
+    report = await deliver(
+        world.resources, worker_id="w", dm_log_id=row_id, kind=TriggerKind.COMMENT
+    )
+    assert report.private == "SENT"
+    comment = await world.comment("zoe.lefevre")
+    report = await deliver(
+        world.resources, worker_id="w", dm_log_id=comment.id, kind=TriggerKind.FOLLOW_UP
+    )
+    assert report.private == "SENT"
