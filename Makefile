@@ -9,7 +9,8 @@ DEV_DB ?= oncereply
 E2E_FLAGS := --screenshot only-on-failure --output test-results/playwright
 
 .PHONY: help install services env migrate dev web worker sandbox test lint format typecheck \
-        migrate-check unit integration e2e chromium clean bench-deliver chaos bench bench-smoke
+        migrate-check unit integration e2e chromium clean bench-deliver chaos bench bench-smoke \
+        bench-log
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -73,6 +74,9 @@ test: install services chromium lint typecheck migrate-check ## everything CI ru
 	@mkdir -p test-results && $(RUN) python -m bench.chaos --smoke > test-results/chaos.json \
 	  && echo "chaos run: ok" || { cat test-results/chaos.json; exit 1; }
 	@$(MAKE) --no-print-directory bench-smoke
+	@$(RUN) python -m bench.log_queries --smoke > test-results/bench-log.json \
+	  && echo "log queries bench smoke: ok (test-results/bench-log.json)" \
+	  || { cat test-results/bench-log.json; exit 1; }
 
 lint: ## ruff check and format check
 	@$(RUN) ruff check --quiet .
@@ -112,6 +116,9 @@ bench-smoke: install services ## the ingestion benchmark in seconds (make test r
 	@mkdir -p test-results && $(RUN) python -m bench.ingest --smoke > test-results/bench-ingest.json \
 	  && echo "ingest bench smoke: ok (test-results/bench-ingest.json)" \
 	  || { cat test-results/bench-ingest.json; exit 1; }
+
+bench-log: install services ## delivery-log queries on 1,000,000 rows: index plans + timings (JSON)
+	@$(RUN) python -m bench.log_queries $(if $(SMOKE),--smoke,)
 
 bench-deliver: install services ## delivery benchmark: N comments through one worker process (JSON)
 	@$(RUN) python -m bench.deliver $(if $(SMOKE),--smoke,)

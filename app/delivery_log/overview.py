@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time
+from typing import Any
 
-from sqlalchemy import Integer, cast, func, or_, select
+from sqlalchemy import Integer, Select, cast, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import DmLog, EventLevel, LegState, OperationalEvent, WebhookEvent
@@ -92,6 +93,12 @@ class Overview:
         return self.per_account.get(account_id) or DayCounts()
 
 
+def webhook_repeats_select(since: datetime) -> Select[tuple[Any]]:
+    """Comments that arrived again in a webhook since `since` (server-wide, see above)."""
+    repeats = cast(WebhookEvent.details["comments"]["duplicate"].astext, Integer)
+    return select(func.coalesce(func.sum(repeats), 0)).where(WebhookEvent.received_at >= since)
+
+
 async def load_overview(
     session: AsyncSession, workspace_id: int, now: datetime | None = None
 ) -> Overview:
@@ -118,14 +125,7 @@ async def load_overview(
         overview.duplicates.proven_delivered += proven
         overview.duplicates.confirmed_by_meta += meta
     overview.duplicates.webhook_repeats = int(
-        await session.scalar(
-            select(
-                func.coalesce(
-                    func.sum(cast(WebhookEvent.details["comments"]["duplicate"].astext, Integer)), 0
-                )
-            ).where(WebhookEvent.received_at >= day)
-        )
-        or 0
+        await session.scalar(webhook_repeats_select(day)) or 0
     )
     events = await session.execute(
         select(

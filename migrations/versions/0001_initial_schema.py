@@ -68,6 +68,7 @@ def upgrade() -> None:
         sa.Column("details", postgresql.JSONB(astext_type=sa.Text()), nullable=True),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_webhook_events")),
     )
+    op.create_index("ix_webhook_events_received", "webhook_events", ["received_at"], unique=False)
     op.create_index(
         "ix_webhook_events_unprocessed",
         "webhook_events",
@@ -621,6 +622,24 @@ def upgrade() -> None:
         unique=False,
         postgresql_where=sa.text("outcome = 'missed'"),
     )
+    op.create_index(
+        "ix_comments_misses_text_trgm",
+        "comments",
+        ["text"],
+        unique=False,
+        postgresql_using="gin",
+        postgresql_ops={"text": "gin_trgm_ops"},
+        postgresql_where=sa.text("outcome = 'missed'"),
+    )
+    op.create_index(
+        "ix_comments_misses_username_trgm",
+        "comments",
+        ["commenter_username"],
+        unique=False,
+        postgresql_using="gin",
+        postgresql_ops={"commenter_username": "gin_trgm_ops"},
+        postgresql_where=sa.text("outcome = 'missed'"),
+    )
     op.create_table(
         "dm_logs",
         sa.Column("id", sa.BigInteger(), sa.Identity(always=False), nullable=False),
@@ -1047,6 +1066,20 @@ def downgrade() -> None:
     op.drop_index("ix_dm_logs_account_created", table_name="dm_logs")
     op.drop_table("dm_logs")
     op.drop_index(
+        "ix_comments_misses_username_trgm",
+        table_name="comments",
+        postgresql_using="gin",
+        postgresql_ops={"commenter_username": "gin_trgm_ops"},
+        postgresql_where=sa.text("outcome = 'missed'"),
+    )
+    op.drop_index(
+        "ix_comments_misses_text_trgm",
+        table_name="comments",
+        postgresql_using="gin",
+        postgresql_ops={"text": "gin_trgm_ops"},
+        postgresql_where=sa.text("outcome = 'missed'"),
+    )
+    op.drop_index(
         "ix_comments_misses", table_name="comments", postgresql_where=sa.text("outcome = 'missed'")
     )
     op.drop_index(op.f("ix_comments_campaign_id"), table_name="comments")
@@ -1084,5 +1117,6 @@ def downgrade() -> None:
         table_name="webhook_events",
         postgresql_where=sa.text("status IN ('received', 'enqueued')"),
     )
+    op.drop_index("ix_webhook_events_received", table_name="webhook_events")
     op.drop_table("webhook_events")
     op.drop_table("users")

@@ -55,6 +55,22 @@ class Comment(Base):
             text("id DESC"),
             postgresql_where=text("outcome = 'missed'"),
         ),
+        # The misses view searches usernames and text ("did @jane's comment trigger?"):
+        # trigram indexes over the misses only, like dm_logs' over deliveries.
+        Index(
+            "ix_comments_misses_username_trgm",
+            "commenter_username",
+            postgresql_using="gin",
+            postgresql_ops={"commenter_username": "gin_trgm_ops"},
+            postgresql_where=text("outcome = 'missed'"),
+        ),
+        Index(
+            "ix_comments_misses_text_trgm",
+            "text",
+            postgresql_using="gin",
+            postgresql_ops={"text": "gin_trgm_ops"},
+            postgresql_where=text("outcome = 'missed'"),
+        ),
     )
 
     id: Mapped[BigId]

@@ -29,6 +29,9 @@ class WebhookEvent(Base):
             "id",
             postgresql_where=text("status IN ('received', 'enqueued')"),
         ),
+        # Time-bounded reads (the overview's redelivery count today, retention's cut-off)
+        # must not scan 30 days of stored bodies.
+        Index("ix_webhook_events_received", "received_at"),
     )
 
     id: Mapped[BigId]
