@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.models import Comment, CommentOutcome, InstagramAccount, MissReason, SeenVia
 from app.delivery_log.filters import Key, MissFilter
 from app.delivery_log.paging import Paged, keyset_page, newer_than, older_than
-from app.delivery_log.queries import PAGE_SIZE, text_search
+from app.delivery_log.queries import PAGE_SIZE, common_conditions
 
 # Why a comment did not trigger, as the creator reads it.
 MISS_REASONS: dict[str, str] = {
@@ -95,14 +95,9 @@ def _conditions(f: MissFilter) -> list[ColumnElement[bool]]:
     where: list[ColumnElement[bool]] = [Comment.outcome == CommentOutcome.MISSED]
     if f.reason is not None:
         where.append(Comment.miss_reason == f.reason)
-    if f.since is not None:
-        where.append(Comment.created_at >= f.since)
-    if f.until is not None:
-        where.append(Comment.created_at < f.until)
-    search = text_search(f, Comment.commenter_username, Comment.text)
-    if search is not None:
-        where.append(search)
-    return where
+    return where + common_conditions(
+        f, created_at=Comment.created_at, username=Comment.commenter_username, text=Comment.text
+    )
 
 
 def misses_select(

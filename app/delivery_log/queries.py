@@ -43,18 +43,21 @@ def like_pattern(needle: str) -> str:
     return f"%{escaped}%"
 
 
-def text_search(
-    f: CommonFilter, username: Any, text: Any
-) -> ColumnElement[bool] | None:  # columns of either table
-    """Username and/or text contains the search (trigram indexes serve both)."""
-    needle = f.needle
-    if not needle:
-        return None
-    pattern = like_pattern(needle)
-    by_name = username.ilike(pattern, escape="\\")
-    if f.username_only:
-        return by_name  # type: ignore[no-any-return]
-    return or_(by_name, text.ilike(pattern, escape="\\"))
+def common_conditions(
+    f: CommonFilter, *, created_at: Any, username: Any, text: Any
+) -> list[ColumnElement[bool]]:
+    """The date range (UTC days) and the search, over either table's columns: username
+    and/or text contains the search (trigram indexes serve both)."""
+    where: list[ColumnElement[bool]] = []
+    if f.since is not None:
+        where.append(created_at >= f.since)
+    if f.until is not None:
+        where.append(created_at < f.until)
+    if f.needle:
+        pattern = like_pattern(f.needle)
+        by_name = username.ilike(pattern, escape="\\")
+        where.append(by_name if f.username_only else or_(by_name, text.ilike(pattern, escape="\\")))
+    return where
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,14 +153,9 @@ def log_conditions(workspace_id: int, f: LogFilter) -> list[ColumnElement[bool]]
         where.append(DmLog.campaign_id == f.campaign_id)
     if f.account_id is not None:
         where.append(DmLog.account_id == f.account_id)
-    if f.since is not None:
-        where.append(DmLog.created_at >= f.since)
-    if f.until is not None:
-        where.append(DmLog.created_at < f.until)
-    search = text_search(f, DmLog.recipient_username, DmLog.trigger_text)
-    if search is not None:
-        where.append(search)
-    return where
+    return where + common_conditions(
+        f, created_at=DmLog.created_at, username=DmLog.recipient_username, text=DmLog.trigger_text
+    )
 
 
 def log_select(workspace_id: int, f: LogFilter) -> Select[Any]:

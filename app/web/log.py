@@ -44,9 +44,11 @@ from app.delivery_log.evidence import describe_evidence
 from app.delivery_log.export import export_csv
 from app.delivery_log.filters import SKIPPED, Key, LiveWindow, LogFilter, MissFilter
 from app.delivery_log.misses import MISS_REASONS, VERDICTS, fetch_misses
+from app.delivery_log.paging import Paged
 from app.delivery_log.queries import (
     LogRow,
     Names,
+    Page,
     fetch_changed,
     fetch_new,
     fetch_page,
@@ -117,25 +119,17 @@ class LogController(Controller):
     ) -> Template:
         params = request.query_params
         f = LogFilter.parse(params)
-        before, after = Key.decode(params.get("before")), Key.decode(params.get("after"))
+        before, after = _cursors(request)
         page = await fetch_page(db_session, viewer.workspace_id, f, before=before, after=after)
         names = await workspace_names(db_session, viewer.workspace_id)
         items = f.items()
-        here = _url("/log", items + ([("before", before.encode())] if before else []))
         poll_items = items + ([("window", page.live.encode())] if page.live else [])
         retried = params.get("retried")
         context = {
             **_row_context(names, viewer),
+            **_pager("/log", items, page, before, after),
             "f": f,
             "page": page,
-            "here": here,
-            "first_url": _url("/log", items),
-            "older_url": _url("/log", [*items, ("before", page.older.encode())])
-            if page.older
-            else None,
-            "newer_url": _url("/log", [*items, ("after", page.newer.encode())])
-            if page.newer
-            else None,
             "poll_url": _url("/log/updates", poll_items),
             "export_url": _url("/log/export.csv", items),
             "state_options": _state_options(),
@@ -145,11 +139,7 @@ class LogController(Controller):
                 else None
             ),
         }
-        headers = dict(_HEADERS)
-        if _wants_partial(request):
-            headers["HX-Push-Url"] = here
-            return Template("log/_results.html", context=context, headers=headers)
-        return Template("log/index.html", context=context, headers=headers)
+        return _page(request, context, full="log/index.html", partial="log/_results.html")
 
     @get("/updates", name="log_updates")
     async def updates(
@@ -209,33 +199,19 @@ class LogController(Controller):
         viewer: NamedDependency[Viewer],
         db_session: NamedDependency[AsyncSession],
     ) -> Template:
-        params = request.query_params
-        f = MissFilter.parse(params)
-        before, after = Key.decode(params.get("before")), Key.decode(params.get("after"))
+        f = MissFilter.parse(request.query_params)
+        before, after = _cursors(request)
         page = await fetch_misses(db_session, viewer.workspace_id, f, before=before, after=after)
-        names = await workspace_names(db_session, viewer.workspace_id)
-        items = f.items()
-        here = _url("/log/misses", items + ([("before", before.encode())] if before else []))
         context = {
+            **_pager("/log/misses", f.items(), page, before, after),
             "f": f,
             "page": page,
-            "names": names,
+            "names": await workspace_names(db_session, viewer.workspace_id),
             "today": datetime.now(UTC).date(),
-            "first_url": _url("/log/misses", items),
-            "older_url": _url("/log/misses", [*items, ("before", page.older.encode())])
-            if page.older
-            else None,
-            "newer_url": _url("/log/misses", [*items, ("after", page.newer.encode())])
-            if page.newer
-            else None,
             "reasons": [(r.value, MISS_REASONS.get(r, r.value)) for r in MissReason],
             "verdicts": VERDICTS,
         }
-        headers = dict(_HEADERS)
-        if _wants_partial(request):
-            headers["HX-Push-Url"] = here
-            return Template("log/_misses_results.html", context=context, headers=headers)
-        return Template("log/misses.html", context=context, headers=headers)
+        return _page(request, context, full="log/misses.html", partial="log/_misses_results.html")
 
     @get("/{dm_log_id:int}", name="log_entry")
     async def entry(
@@ -376,6 +352,42 @@ class LogController(Controller):
         return await idempotent(
             request, resources, editor, scope="delivery.check", action=action, after_commit=enqueue
         )
+
+
+def _cursors(request: HTMXRequest) -> tuple[Key | None, Key | None]:
+    params = request.query_params
+    return Key.decode(params.get("before")), Key.decode(params.get("after"))
+
+
+def _pager(
+    path: str,
+    items: list[tuple[str, str]],
+    page: Page | Paged[Any],
+    before: Key | None,
+    after: Key | None,
+) -> dict[str, str | None]:
+    """The page's own URL and its pager links, filters kept."""
+    if page.first:
+        cursor: list[tuple[str, str]] = []
+    elif before is not None:
+        cursor = [("before", before.encode())]
+    else:
+        cursor = [("after", after.encode())] if after is not None else []
+    return {
+        "here": _url(path, items + cursor),
+        "first_url": _url(path, items),
+        "older_url": _url(path, [*items, ("before", page.older.encode())]) if page.older else None,
+        "newer_url": _url(path, [*items, ("after", page.newer.encode())]) if page.newer else None,
+    }
+
+
+def _page(request: HTMXRequest, context: dict[str, Any], *, full: str, partial: str) -> Template:
+    """The full page, or for htmx only its results, with the URL of what is shown pushed."""
+    headers = dict(_HEADERS)
+    if _wants_partial(request):
+        headers["HX-Push-Url"] = str(context["here"])
+        return Template(partial, context=context, headers=headers)
+    return Template(full, context=context, headers=headers)
 
 
 def _refused_note(refused: str | None) -> str:

@@ -39,6 +39,27 @@ def _comment_and_wait(
     return str(comment["id"]), row
 
 
+def _unconfirmed_timeline(
+    page: Page, sandbox: SandboxProcess, db_url: str
+) -> tuple[str, dict[str, Any]]:
+    """A live campaign, a comment whose DM is delivered but answered with code 1 (we cannot
+    know it arrived), and a Conversations API that refuses the worker's look, so the row
+    stays UNCONFIRMED for the creator; ends on its timeline once the evidence is shown.
+    Returns the comment id and the conversations fault."""
+    create_campaign(page, activate=True)
+    wait_past_activation(db_url)
+    sandbox.admin.add_fault("messages", "deliver_then_error", code=1, times=1)
+    blocked = sandbox.admin.add_fault("conversations", "reject", code=100, message="Unsupported")
+    page.goto("/log")
+    comment_id, row = _comment_and_wait(page, sandbox, "UNCONFIRMED")
+    expect(row.locator("button[data-action=retry]")).to_have_count(0)  # no one-click retry
+    row.locator("a[data-action=review]").click()
+    expect(page.locator("#evidence")).to_contain_text(
+        "the check itself failed", timeout=EVIDENCE_WITHIN_MS
+    )
+    return comment_id, blocked
+
+
 def test_a_double_clicked_retry_retries_once(
     connected: Connected, sandbox: SandboxProcess, worker: Service, db_url: str
 ) -> None:
@@ -76,22 +97,10 @@ def test_an_unconfirmed_row_shows_its_evidence_and_retries_only_when_confirmed(
     connected: Connected, sandbox: SandboxProcess, worker: Service, db_url: str
 ) -> None:
     page = connected.page
-    create_campaign(page, activate=True)
-    wait_past_activation(db_url)
-    # Delivered, then answered with code 1: we cannot know it arrived. The conversation check
-    # fails too, so the row stays UNCONFIRMED for the creator to decide.
-    sandbox.admin.add_fault("messages", "deliver_then_error", code=1, times=1)
-    sandbox.admin.add_fault("conversations", "reject", code=100, message="Unsupported request")
-    page.goto("/log")
-    comment_id, row = _comment_and_wait(page, sandbox, "UNCONFIRMED")
-    expect(row.locator("button[data-action=retry]")).to_have_count(0)  # no one-click retry
-    row.locator("a[data-action=review]").click()
-
+    comment_id, _ = _unconfirmed_timeline(page, sandbox, db_url)
     panel = page.locator("#retry-panel")
     expect(panel).to_contain_text("We may already have sent this — check the conversation")
-    evidence = page.locator("#evidence")
-    expect(evidence).to_contain_text("Conversation checked", timeout=EVIDENCE_WITHIN_MS)
-    expect(evidence).to_contain_text("the check itself failed")
+    expect(page.locator("#evidence")).to_contain_text("Conversation checked")
 
     # Without ticking the confirmation nothing is sent.
     page.click("#retry-unconfirmed")
@@ -121,17 +130,7 @@ def test_check_the_conversation_again_settles_an_unconfirmed_row(
     connected: Connected, sandbox: SandboxProcess, worker: Service, db_url: str
 ) -> None:
     page = connected.page
-    create_campaign(page, activate=True)
-    wait_past_activation(db_url)
-    sandbox.admin.add_fault("messages", "deliver_then_error", code=1, times=1)
-    blocked = sandbox.admin.add_fault("conversations", "reject", code=100)
-    page.goto("/log")
-    _, row = _comment_and_wait(page, sandbox, "UNCONFIRMED")
-    row.locator("a[data-action=review]").click()
-    expect(page.locator("#evidence")).to_contain_text(
-        "the check itself failed", timeout=EVIDENCE_WITHIN_MS
-    )
-
+    _, blocked = _unconfirmed_timeline(page, sandbox, db_url)
     sandbox.admin.remove_fault(blocked["id"])  # the Conversations API answers again
     page.click("#check-again")
     expect(page).to_have_url(re.compile(r"/log/\d+\?notice=checking$"))

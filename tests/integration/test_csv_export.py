@@ -10,25 +10,30 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from litestar.testing import AsyncTestClient
 
-from app.asgi import create_app
 from app.db.models import LegState
 from app.delivery_log.export import EXPORT_BATCH, HEADER, export_csv, safe_cell
 from app.delivery_log.filters import LogFilter
 from app.delivery_log.queries import Names, workspace_names
 from app.resources import Resources
 from app.settings import Settings
-from tests.support.dashboard import NORTH
-from tests.support.log_data import Creator, add_campaign, add_log, add_logs, log_values, new_creator
+from tests.support.log_data import (
+    Creator,
+    add_campaign,
+    add_log,
+    add_logs,
+    log_values,
+    other_workspace,
+    signed_in_creator,
+)
 
 
 @pytest.fixture
 async def owner(
     settings: Settings, resources: Resources, test_env: dict[str, str]
 ) -> AsyncIterator[Creator]:
-    async with AsyncTestClient(create_app(settings)) as client:
-        yield await new_creator(client, resources, "sunny@example.com")
+    async with signed_in_creator(settings, resources) as creator:
+        yield creator
 
 
 async def workspace_names_of(resources: Resources, workspace_id: int) -> Names:
@@ -109,10 +114,7 @@ async def test_the_export_quotes_and_neutralises_what_fans_wrote(
 async def test_the_export_streams_the_filtered_log_in_batches(
     settings: Settings, resources: Resources, owner: Creator
 ) -> None:
-    async with AsyncTestClient(create_app(settings)) as client:
-        other = await new_creator(
-            client, resources, "north@example.com", ig_user_id=NORTH, username="north.trails"
-        )
+    other = await other_workspace(settings, resources)
     start = datetime.now(UTC) - timedelta(hours=2)
     total = EXPORT_BATCH * 2 + 500
     await add_logs(

@@ -25,7 +25,7 @@ from app.delivery_log.queries import fetch_new, fetch_page
 from app.operations.idempotency import Finished, InProgress, KeyRequest, Ran, Refused, run_once
 from app.resources import Resources
 from app.settings import Settings
-from tests.support.dashboard import NORTH, PASSWORD, csrf_token, tokens
+from tests.support.dashboard import PASSWORD, csrf_token, tokens
 from tests.support.log_data import (
     Creator,
     add_attempt,
@@ -36,7 +36,7 @@ from tests.support.log_data import (
     add_member,
     log_row,
     log_values,
-    new_creator,
+    signed_in_creator,
 )
 
 HTML = {"accept": "text/html"}
@@ -47,17 +47,15 @@ HTMX = {"HX-Request": "true", "accept": "text/html"}
 async def owner(
     settings: Settings, resources: Resources, test_env: dict[str, str]
 ) -> AsyncIterator[Creator]:
-    async with AsyncTestClient(create_app(settings)) as client:
-        yield await new_creator(client, resources, "sunny@example.com")
+    async with signed_in_creator(settings, resources) as creator:
+        yield creator
 
 
 @pytest.fixture
 async def other(settings: Settings, resources: Resources, owner: Creator) -> AsyncIterator[Creator]:
     """A second workspace, with its own account and rows."""
-    async with AsyncTestClient(create_app(settings)) as client:
-        yield await new_creator(
-            client, resources, "north@example.com", ig_user_id=NORTH, username="north.trails"
-        )
+    async with signed_in_creator(settings, resources, "north") as creator:
+        yield creator
 
 
 def _row_ids(html: str) -> list[int]:
@@ -618,3 +616,33 @@ async def test_bulk_retry_retries_the_failed_ones_once(
     shown = await owner.client.get(expected, headers=HTML)
     assert "3 deliveries queued for retry." in shown.text
     assert "2 selected row(s)" in shown.text
+
+
+async def test_pager_links_push_the_url_of_the_page_shown(
+    resources: Resources, owner: Creator
+) -> None:
+    start = datetime.now(UTC) - timedelta(hours=1)
+    await add_logs(
+        resources, [log_values(owner, created_at=start + timedelta(seconds=n)) for n in range(120)]
+    )
+
+    def link(html: str, element_id: str) -> str:
+        found = re.search(rf'<a href="([^"]+)" id="{element_id}"', html)
+        assert found, element_id
+        return found.group(1).replace("&amp;", "&")
+
+    first = await owner.client.get("/log", headers=HTML)
+    assert 'id="newer-page"' not in first.text
+    second = await owner.client.get(link(first.text, "older-page"), headers=HTMX)
+    assert second.headers["hx-push-url"].startswith("/log?before=")
+    third = await owner.client.get(link(second.text, "older-page"), headers=HTMX)
+    assert len(_row_ids(third.text)) == 20
+    assert 'id="older-page"' not in third.text
+    back_to_second = await owner.client.get(link(third.text, "newer-page"), headers=HTMX)
+    assert back_to_second.headers["hx-push-url"].startswith("/log?after=")
+    assert _row_ids(back_to_second.text) == _row_ids(second.text)
+    back_to_first = await owner.client.get(link(second.text, "newer-page"), headers=HTMX)
+    assert back_to_first.headers["hx-push-url"] == "/log"
+    assert _row_ids(back_to_first.text) == _row_ids(first.text)
+    assert "Live: new deliveries appear here" in back_to_first.text
+    assert "An older page" in second.text

@@ -18,8 +18,8 @@ from app.operations.events import record_event
 from app.queue import enqueue
 from app.resources import Resources
 from app.settings import Settings
-from tests.support.dashboard import NORTH, add_account
-from tests.support.log_data import Creator, add_log, new_creator
+from tests.support.dashboard import add_account
+from tests.support.log_data import Creator, add_log, other_workspace, signed_in_creator
 
 HTML = {"accept": "text/html"}
 
@@ -28,8 +28,8 @@ HTML = {"accept": "text/html"}
 async def owner(
     settings: Settings, resources: Resources, test_env: dict[str, str]
 ) -> AsyncIterator[Creator]:
-    async with AsyncTestClient(create_app(settings)) as client:
-        yield await new_creator(client, resources, "sunny@example.com")
+    async with signed_in_creator(settings, resources) as creator:
+        yield creator
 
 
 def _cells(html: str, username: str) -> dict[str, int]:
@@ -73,10 +73,7 @@ async def test_today_per_account_and_blocked_duplicates(
         pr_evidence={"confirmed_by": "conversations_api"},
     )
     await add_log(resources, owner, state=LegState.FAILED, created_at=yesterday)  # not today
-    async with AsyncTestClient(create_app(settings)) as client:
-        other = await new_creator(
-            client, resources, "north@example.com", ig_user_id=NORTH, username="north.trails"
-        )
+    other = await other_workspace(settings, resources)
     await add_log(resources, other, state=LegState.SKIPPED_DEDUP)
     await add_log(resources, other, state=LegState.FAILED)
     async with resources.sessionmaker() as session, session.begin():
@@ -124,43 +121,28 @@ async def test_today_per_account_and_blocked_duplicates(
 async def test_queue_and_recent_events(
     settings: Settings, resources: Resources, owner: Creator
 ) -> None:
-    async with AsyncTestClient(create_app(settings)) as client:
-        other = await new_creator(
-            client, resources, "north@example.com", ig_user_id=NORTH, username="north.trails"
-        )
+    other = await other_workspace(settings, resources)
+    events = [
+        (owner.workspace_id, owner.account_id, EventLevel.WARNING, "account_paused",
+         "@sunny.bakes is paused for 6 hours after a policy block"),
+        (owner.workspace_id, None, EventLevel.INFO, "reconciler_recovered",
+         "Recovered 3 comments the webhook missed"),
+        (None, None, EventLevel.ERROR, "webhook_signature_invalid",
+         "refused a webhook POST: signature mismatch"),
+        (other.workspace_id, other.account_id, EventLevel.ERROR, "account_needs_reauth",
+         "@north.trails needs to be reconnected"),
+    ]  # fmt: skip
     async with resources.sessionmaker() as session, session.begin():
-        await record_event(
-            session,
-            workspace_id=owner.workspace_id,
-            account_id=owner.account_id,
-            source="worker",
-            level=EventLevel.WARNING,
-            kind="account_paused",
-            message="@sunny.bakes is paused for 6 hours after a policy block",
-        )
-        await record_event(
-            session,
-            workspace_id=owner.workspace_id,
-            source="worker",
-            level=EventLevel.INFO,
-            kind="reconciler_recovered",
-            message="Recovered 3 comments the webhook missed",
-        )
-        await record_event(
-            session,
-            source="webhook",
-            level=EventLevel.ERROR,
-            kind="webhook_signature_invalid",
-            message="refused a webhook POST: signature mismatch",
-        )
-        await record_event(
-            session,
-            workspace_id=other.workspace_id,
-            source="worker",
-            level=EventLevel.ERROR,
-            kind="account_needs_reauth",
-            message="@north.trails needs to be reconnected",
-        )
+        for workspace_id, account_id, level, kind, message in events:
+            await record_event(
+                session,
+                workspace_id=workspace_id,
+                account_id=account_id,
+                source="worker",
+                level=level,
+                kind=kind,
+                message=message,
+            )
     for n in range(3):
         await enqueue(resources.queue, "purge_expired", key=f"overview-test-{n}")
 

@@ -7,13 +7,17 @@ and rows written the way the engine writes them (ledger entries, `dm_logs`, atte
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import count
 from typing import Any
 
+from litestar.testing import AsyncTestClient
 from sqlalchemy import select
 
+from app.asgi import create_app
 from app.auth.passwords import hash_password
 from app.db.models import (
     AttemptClass,
@@ -34,9 +38,14 @@ from app.db.models import (
     WorkspaceMember,
 )
 from app.resources import Resources
-from tests.support.dashboard import PASSWORD, SUNNY, add_account, identity_of, sign_up
+from app.settings import Settings
+from tests.support.dashboard import NORTH, PASSWORD, SUNNY, add_account, identity_of, sign_up
 
 _ids = count(1)
+CREATORS = {
+    "sunny": ("sunny@example.com", SUNNY, "sunny.bakes"),
+    "north": ("north@example.com", NORTH, "north.trails"),
+}
 
 
 @dataclass
@@ -65,6 +74,23 @@ async def new_creator(
     )
     campaign_id = await add_campaign(resources, workspace_id, account_id, "Lemon loaf")
     return Creator(client, user_id, workspace_id, account_id, campaign_id)
+
+
+@asynccontextmanager
+async def signed_in_creator(
+    settings: Settings, resources: Resources, who: str = "sunny"
+) -> AsyncIterator[Creator]:
+    """A creator signed up through a fresh in-process app: "sunny" owns @sunny.bakes, "north"
+    (another workspace) owns @north.trails."""
+    email, ig_user_id, username = CREATORS[who]
+    async with AsyncTestClient(create_app(settings)) as client:
+        yield await new_creator(client, resources, email, ig_user_id=ig_user_id, username=username)
+
+
+async def other_workspace(settings: Settings, resources: Resources) -> Creator:
+    """Another workspace with its rows' account and campaign (its client is closed)."""
+    async with signed_in_creator(settings, resources, "north") as creator:
+        return creator
 
 
 async def add_member(resources: Resources, workspace_id: int, email: str) -> None:
