@@ -56,9 +56,6 @@ EDITABLE = (
     "public_replies",
     "priority",
     "once_per_person",
-)
-# Copied as they are by "duplicate" (besides the editable ones).
-_COPIED = (
     "opening_dm_enabled",
     "opening_dm_text",
     "opening_dm_button_title",
@@ -324,7 +321,7 @@ async def duplicate_campaign(
     session: AsyncSession, *, workspace_id: int, campaign_id: int, user_id: int
 ) -> int | None:
     """A draft copy named "<name> copy"; None when the campaign is not this workspace's."""
-    copied = [name for name in (*EDITABLE, *_COPIED) if name != "name"]
+    copied = [name for name in EDITABLE if name != "name"]
     name = func.left(Campaign.name, 100 - len(_COPY_SUFFIX)) + _COPY_SUFFIX
     armed_at = case((Campaign.scope == CampaignScope.NEXT_POST, func.now()), else_=None)
     # A next-post copy waits for a post of its own rather than sharing the original's.

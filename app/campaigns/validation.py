@@ -5,7 +5,12 @@ Limits (reference `instagram-platform.md` §2.5, OpenReply's API limits):
 - with link buttons the DM goes out as a button template: its text at most 640 characters,
   1–3 buttons, each title at most 20 characters and an https URL;
 - at most 10 keywords (and 10 excluded keywords) of at most 50 characters;
-- up to 10 public reply variants; priority −1000..1000.
+- up to 10 public reply variants; priority −1000..1000;
+- two-step DMs: the opening DM's and the follow prompt's text at most 640 characters (each is
+  a button template) with a button title of at most 20; they take `{username}` but not
+  `{link}` (the link is what the tap earns);
+- the follow-up: at most 1000 bytes of UTF-8 (plain text), sent 0–1440 minutes after the tap
+  or DM, within Meta's 24-hour window.
 
 Placeholders are checked at their worst case, so a saved campaign cannot become too long at
 send time: `{username}` counts as 30 characters (Instagram's longest username) and `{link}`
@@ -15,7 +20,9 @@ button carries the link).
 `parse_campaign_form` keeps what the person typed, valid or not, so the form can be shown
 again with the errors next to the fields; `check_campaign` returns those errors by field.
 A draft may be incomplete; activating (or saving an active campaign) also needs a post for
-post scope, keywords unless "any comment", and the DM text.
+post scope, keywords unless "any comment", and the DM text, plus the texts and button titles
+of the two-step steps that are on. A follow-up only ever goes out after a tap or a DM, so it
+needs the opening DM, the follow gate or the DM keyword trigger; the DM trigger needs keywords.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ MAX_REPLIES = 10
 MAX_REPLY = 2200  # Instagram's comment length limit
 MAX_CAPTION = 2200
 PRIORITY_RANGE = (-1000, 1000)
+MAX_FOLLOW_UP_DELAY = 1440
 USERNAME_WORST_CASE = 30
 PLACEHOLDERS = ("{username}", "{link}")
 _PLACEHOLDER = re.compile(r"\{([^{}\s]{1,40})\}")
@@ -81,6 +89,27 @@ class CampaignInput:
     public_replies_text: str = ""
     priority: str = "0"
     once_per_person: bool = True
+    # Two-step DMs, follow gate, DM keyword trigger and follow-up (kept while switched off).
+    opening_dm_enabled: bool = False
+    opening_dm_text: str = ""
+    opening_dm_button_title: str = ""
+    follow_gate_enabled: bool = False
+    follow_prompt_text: str = ""
+    follow_prompt_button_title: str = ""
+    dm_trigger_enabled: bool = False
+    follow_up_enabled: bool = False
+    follow_up_text: str = ""
+    follow_up_delay_minutes: str = "60"
+
+    @property
+    def two_step_on(self) -> bool:
+        """Something in the editor's "Two-step and follow-up" section is switched on."""
+        return (
+            self.opening_dm_enabled
+            or self.follow_gate_enabled
+            or self.dm_trigger_enabled
+            or self.follow_up_enabled
+        )
 
     @property
     def filled_buttons(self) -> list[LinkButton]:
@@ -109,6 +138,16 @@ class CampaignInput:
             "public_replies": replies,
             "priority": int(self.priority),
             "once_per_person": self.once_per_person,
+            "opening_dm_enabled": self.opening_dm_enabled,
+            "opening_dm_text": self.opening_dm_text or None,
+            "opening_dm_button_title": self.opening_dm_button_title or None,
+            "follow_gate_enabled": self.follow_gate_enabled,
+            "follow_prompt_text": self.follow_prompt_text or None,
+            "follow_prompt_button_title": self.follow_prompt_button_title or None,
+            "dm_trigger_enabled": self.dm_trigger_enabled,
+            "follow_up_enabled": self.follow_up_enabled,
+            "follow_up_text": self.follow_up_text or None,
+            "follow_up_delay_minutes": int(self.follow_up_delay_minutes),
         }
 
 
@@ -130,9 +169,18 @@ def split_keywords(values: Iterable[str]) -> list[str]:
     return keywords
 
 
+def _multiline(form: FormData, name: str) -> str:
+    """A message text: its own line breaks and inner spacing kept, trailing blanks dropped."""
+    value = form.get(name)
+    return value.replace("\r\n", "\n").rstrip() if isinstance(value, str) else ""
+
+
+def _checked(form: FormData, name: str) -> bool:
+    return form.get(name) in {"on", "1", "true"}
+
+
 def parse_campaign_form(form: FormData) -> CampaignInput:
     media_id = _text(form, "media_id")
-    dm_text = form.get("dm_text")
     return CampaignInput(
         name=" ".join(_text(form, "name").split()),
         account_id=_text(form, "account_id"),
@@ -142,15 +190,24 @@ def parse_campaign_form(form: FormData) -> CampaignInput:
         match_mode=_text(form, "match_mode") or MatchMode.WHOLE_WORD.value,
         keywords=keyword_chips(form, "keywords"),
         excluded_keywords=keyword_chips(form, "excluded_keywords"),
-        # Keep the DM's own line breaks and inner spacing; only trailing blanks go.
-        dm_text=dm_text.replace("\r\n", "\n").rstrip() if isinstance(dm_text, str) else "",
+        dm_text=_multiline(form, "dm_text"),
         buttons=[
             LinkButton(_text(form, f"button_title_{i}"), _text(form, f"button_url_{i}"))
             for i in range(1, MAX_BUTTONS + 1)
         ],
         public_replies_text=str(form.get("public_replies") or "").replace("\r\n", "\n"),
         priority=_text(form, "priority") or "0",
-        once_per_person=form.get("once_per_person") in {"on", "1", "true"},
+        once_per_person=_checked(form, "once_per_person"),
+        opening_dm_enabled=_checked(form, "opening_dm_enabled"),
+        opening_dm_text=_multiline(form, "opening_dm_text"),
+        opening_dm_button_title=_text(form, "opening_dm_button_title"),
+        follow_gate_enabled=_checked(form, "follow_gate_enabled"),
+        follow_prompt_text=_multiline(form, "follow_prompt_text"),
+        follow_prompt_button_title=_text(form, "follow_prompt_button_title"),
+        dm_trigger_enabled=_checked(form, "dm_trigger_enabled"),
+        follow_up_enabled=_checked(form, "follow_up_enabled"),
+        follow_up_text=_multiline(form, "follow_up_text"),
+        follow_up_delay_minutes=_text(form, "follow_up_delay_minutes") or "0",
     )
 
 
@@ -173,14 +230,19 @@ def worst_case_text(text: str, *, link: str | None) -> str:
     return render(text, username="x" * USERNAME_WORST_CASE, link=link)
 
 
+def _unknown_placeholders(text: str, allowed: tuple[str, ...]) -> str | None:
+    unknown = sorted({f"{{{m}}}" for m in _PLACEHOLDER.findall(text)} - set(allowed))
+    if not unknown:
+        return None
+    return f"Unknown placeholder {', '.join(unknown)}. Use {' or '.join(allowed)}."
+
+
 def check_dm_text(input_: CampaignInput) -> str | None:
     """The DM text's error, if any (also used by the live preview)."""
     text = input_.dm_text
-    unknown = sorted(
-        {f"{{{m}}}" for m in _PLACEHOLDER.findall(text)} - set(PLACEHOLDERS),
-    )
+    unknown = _unknown_placeholders(text, PLACEHOLDERS)
     if unknown:
-        return f"Unknown placeholder {', '.join(unknown)}. Use {{username}} or {{link}}."
+        return unknown
     buttons = input_.filled_buttons
     if "{link}" in text and not buttons:
         return "{link} needs a link: add a button with a URL below, or remove {link}."
@@ -200,6 +262,79 @@ def check_dm_text(input_: CampaignInput) -> str | None:
             "(emoji take 4 bytes, accented letters 2; {username} counts as 30)."
         )
     return None
+
+
+def check_button_message(text: str) -> str | None:
+    """The opening DM's or follow prompt's text: a button template that must not give the
+    link away before the tap (also used by the live preview)."""
+    if "{link}" in text:
+        return "{link} would give the link away before the tap: the link comes after it."
+    problem = _unknown_placeholders(text, ("{username}",))
+    if problem:
+        return problem
+    worst = len(worst_case_text(text, link=None))
+    if worst > MAX_TEMPLATE_TEXT:
+        return (
+            f"Too long for a message with a button: {worst} of {MAX_TEMPLATE_TEXT} characters "
+            "({username} counts as 30)."
+        )
+    return None
+
+
+def check_follow_up_text(input_: CampaignInput) -> str | None:
+    text = input_.follow_up_text
+    problem = _unknown_placeholders(text, PLACEHOLDERS)
+    if problem:
+        return problem
+    buttons = input_.filled_buttons
+    if "{link}" in text and not buttons:
+        return "{link} needs a link: add a button with a URL above, or remove {link}."
+    link = buttons[0].url if buttons else None
+    size = utf8_bytes(worst_case_text(text, link=link))
+    if size > MAX_TEXT_BYTES:
+        return (
+            f"Too long for Instagram: {size} of {MAX_TEXT_BYTES} bytes "
+            "(emoji take 4 bytes, accented letters 2; {username} counts as 30)."
+        )
+    return None
+
+
+def _check_button_title(title: str) -> str | None:
+    if len(title) > MAX_BUTTON_TITLE:
+        return f"Button titles are at most {MAX_BUTTON_TITLE} characters ({len(title)})."
+    return None
+
+
+def check_two_step(input_: CampaignInput) -> dict[str, str]:
+    """Errors of the "Two-step and follow-up" fields, by field."""
+    errors: dict[str, str] = {}
+    for text_field, title_field in (
+        ("opening_dm_text", "opening_dm_button_title"),
+        ("follow_prompt_text", "follow_prompt_button_title"),
+    ):
+        problem = check_button_message(getattr(input_, text_field))
+        if problem:
+            errors[text_field] = problem
+        problem = _check_button_title(getattr(input_, title_field))
+        if problem:
+            errors[title_field] = problem
+    problem = check_follow_up_text(input_)
+    if problem:
+        errors["follow_up_text"] = problem
+    try:
+        delay = int(input_.follow_up_delay_minutes)
+    except ValueError:
+        delay = -1
+    if not 0 <= delay <= MAX_FOLLOW_UP_DELAY:
+        errors["follow_up_delay_minutes"] = (
+            f"The delay is a whole number of minutes from 0 to {MAX_FOLLOW_UP_DELAY} (24 hours)."
+        )
+    if input_.dm_trigger_enabled and input_.match_mode == MatchMode.ANY_COMMENT:
+        errors["dm_trigger_enabled"] = (
+            "The DM keyword trigger needs keywords: with “any comment” it would answer every "
+            "message anyone sends you."
+        )
+    return errors
 
 
 def check_keywords(keywords: list[str], label: str) -> str | None:
@@ -279,6 +414,7 @@ def check_campaign(input_: CampaignInput, *, require_complete: bool) -> dict[str
         low, high = PRIORITY_RANGE
         if not low <= priority <= high:
             errors["priority"] = "Priority is a whole number between −1000 and 1000."
+    errors |= check_two_step(input_)
     if require_complete:
         for name, problem in activation_problems(input_).items():
             errors.setdefault(name, problem)
@@ -294,6 +430,29 @@ def activation_problems(input_: CampaignInput) -> dict[str, str]:
         problems["keywords"] = "Add at least one keyword, or match any comment."
     if not input_.dm_text.strip():
         problems["dm_text"] = "Write the DM people receive."
+    if input_.opening_dm_enabled:
+        if not input_.opening_dm_text.strip():
+            problems["opening_dm_text"] = "Write the opening DM (the message with the button)."
+        if not input_.opening_dm_button_title:
+            problems["opening_dm_button_title"] = "Give the opening DM's button a title."
+    if input_.follow_gate_enabled:
+        if not input_.follow_prompt_text.strip():
+            problems["follow_prompt_text"] = "Write the message that asks people to follow you."
+        if not input_.follow_prompt_button_title:
+            problems["follow_prompt_button_title"] = "Give the follow prompt's button a title."
+    if input_.follow_up_enabled:
+        if not input_.follow_up_text.strip():
+            problems["follow_up_text"] = "Write the follow-up, or turn it off."
+        elif not (
+            input_.opening_dm_enabled or input_.follow_gate_enabled or input_.dm_trigger_enabled
+        ):
+            problems["follow_up_enabled"] = (
+                "A follow-up can only go out after a button tap or a DM (Instagram allows no "
+                "second message after a comment's private reply): turn on the opening DM, the "
+                "follow gate or the DM keyword trigger."
+            )
+    if input_.dm_trigger_enabled and not input_.keywords:
+        problems.setdefault("dm_trigger_enabled", "The DM keyword trigger needs keywords.")
     return problems
 
 
@@ -319,4 +478,14 @@ def input_from_values(values: Mapping[str, Any]) -> CampaignInput:
         public_replies_text="\n".join(values.get("public_replies") or []),
         priority=str(values.get("priority") or 0),
         once_per_person=bool(values.get("once_per_person", True)),
+        opening_dm_enabled=bool(values.get("opening_dm_enabled")),
+        opening_dm_text=str(values.get("opening_dm_text") or ""),
+        opening_dm_button_title=str(values.get("opening_dm_button_title") or ""),
+        follow_gate_enabled=bool(values.get("follow_gate_enabled")),
+        follow_prompt_text=str(values.get("follow_prompt_text") or ""),
+        follow_prompt_button_title=str(values.get("follow_prompt_button_title") or ""),
+        dm_trigger_enabled=bool(values.get("dm_trigger_enabled")),
+        follow_up_enabled=bool(values.get("follow_up_enabled")),
+        follow_up_text=str(values.get("follow_up_text") or ""),
+        follow_up_delay_minutes=str(values.get("follow_up_delay_minutes") or 0),
     )

@@ -438,7 +438,7 @@ WITH leg AS (
     WHERE id = :id AND {p}_claimed_by = :worker AND {p}_attempts = :attempt_no
       AND ({p}_state = 'IN_FLIGHT' OR ({p}_state = 'UNCONFIRMED' AND :sent))
     RETURNING id, workspace_id, account_id, campaign_id, campaign_version, recipient_id,
-              recipient_username, trigger_text
+              recipient_username
 ),
 attempt AS (
     UPDATE delivery_attempts SET

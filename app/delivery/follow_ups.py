@@ -59,15 +59,22 @@ def plan_follow_up(
         or deadline_at is None
     ):
         return None
-    links = buttons_of(buttons)
-    rendered = render(text or "", username=username, link=links[0].url if links else None)
     interaction = deadline_at - MESSAGING_WINDOW
     delay = timedelta(minutes=min(max(delay_minutes, 0), MAX_DELAY_MINUTES))
     return FollowUpPlan(
-        text=cut_bytes(rendered.strip(), TEXT_MAX_BYTES),
+        text=render_follow_up(text or "", username=username, buttons=buttons),
         due_at=interaction + delay,
         deadline_at=deadline_at,
     )
+
+
+def render_follow_up(
+    text: str, *, username: str | None, buttons: Sequence[Mapping[str, Any]]
+) -> str:
+    """The follow-up as the person reads it: `{link}` is the first button's URL."""
+    links = buttons_of(buttons)
+    rendered = render(text, username=username, link=links[0].url if links else None)
+    return cut_bytes(rendered.strip(), TEXT_MAX_BYTES)
 
 
 class _Row(Protocol):
@@ -113,14 +120,15 @@ def follow_up_params(plan: FollowUpPlan | None) -> dict[str, Any]:
 def follow_up_cte(source: str) -> str:
     """A `follow_up` CTE inserting the follow-up of the row(s) in CTE `source`, which must
     return the log row's id, workspace_id, account_id, campaign_id, campaign_version,
-    recipient_id, recipient_username and trigger_text. Inserts nothing when `:fu_text` is
-    NULL; returns the new row's id."""
+    recipient_id and recipient_username. Inserts nothing when `:fu_text` is NULL; returns the
+    new row's id and due time. The follow-up's text is also its `trigger_text`, what the
+    delivery log shows and searches for a row."""
     return f"""follow_up AS (
     INSERT INTO dm_logs (workspace_id, account_id, campaign_id, campaign_version, trigger_kind,
         trigger_id, source_log_id, recipient_id, recipient_username, trigger_text, deadline_at,
         message_text, message_kind, pr_next_attempt_at)
     SELECT s.workspace_id, s.account_id, s.campaign_id, s.campaign_version, 'follow_up',
-        'followup:' || s.id, s.id, s.recipient_id, s.recipient_username, s.trigger_text,
+        'followup:' || s.id, s.id, s.recipient_id, s.recipient_username, CAST(:fu_text AS text),
         CAST(:fu_deadline AS timestamptz), CAST(:fu_text AS text), 'follow_up',
         CAST(:fu_at AS timestamptz)
     FROM {source} s WHERE CAST(:fu_text AS text) IS NOT NULL

@@ -60,7 +60,7 @@ WITH confirmed AS (
         updated_at = now()
     WHERE id = :id AND pr_state = 'UNCONFIRMED'
     RETURNING id, workspace_id, account_id, campaign_id, campaign_version, recipient_id,
-              recipient_username, trigger_text
+              recipient_username
 ),
 {follow_up_cte("confirmed")}
 SELECT (SELECT id FROM confirmed), (SELECT id FROM follow_up),

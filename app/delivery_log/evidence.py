@@ -4,7 +4,9 @@ The engine writes the evidence (see `app.delivery.verify`, `app.delivery.outcome
 `app.delivery.retry`); the creator reads it on a row's timeline before deciding to send again.
 Keys this understands: `inbox_check` (the last look in the conversation), `check_requested`
 (a creator asked to look again), `confirmed_by`/`confirmed_at`/`message_id`/`detail` (how a
-send was proven delivered) and `manual_retry` (the last retry and the state it came from).
+send was proven delivered), `manual_retry` (the last retry and the state it came from), and
+for taps and DM triggers the follow gate's `follow_checks` (each "not following yet") and
+`follow_gate` (the check that decided what was sent, see `app.delivery.follow_gate`).
 Anything else is shown as it is, so nothing the engine records is hidden.
 """
 
@@ -24,6 +26,13 @@ _KNOWN = {
     "matched_on",
     "detail",
     "manual_retry",
+    "follow_checks",
+    "follow_gate",
+}
+_SENT = {
+    "reveal": "the link",
+    "follow_prompt": "the request to follow",
+    "opening_dm": "the opening DM",
 }
 _CONFIRMED_BY = {
     "conversations_api": "found in the conversation with the person (Conversations API)",
@@ -93,6 +102,7 @@ def describe_evidence(evidence: dict[str, Any] | None) -> list[EvidenceLine]:
             who = requested.get("by")
             text = "waiting for the result" + (f" (asked by {who})" if who else "")
             lines.append(EvidenceLine("Check requested", text, at, "waiting"))
+    lines.extend(_follow_gate_lines(evidence))
     confirmed = evidence.get("confirmed_by")
     if confirmed:
         text = _CONFIRMED_BY.get(str(confirmed), str(confirmed))
@@ -104,4 +114,22 @@ def describe_evidence(evidence: dict[str, Any] | None) -> list[EvidenceLine]:
     for key, value in evidence.items():
         if key not in _KNOWN:
             lines.append(EvidenceLine(key.replace("_", " "), str(value)))
+    return lines
+
+
+def _follow_gate_lines(evidence: dict[str, Any]) -> list[EvidenceLine]:
+    lines: list[EvidenceLine] = []
+    checks = evidence.get("follow_checks")
+    if isinstance(checks, list) and checks:
+        last = checks[-1] if isinstance(checks[-1], dict) else {}
+        text = (
+            f"not following yet at {len(checks)} check(s); checked again after a wait, "
+            "since Instagram takes up to a minute to show a new follow"
+        )
+        lines.append(EvidenceLine("Follow checks", text, _time(last.get("checked_at")), "waiting"))
+    gate = evidence.get("follow_gate")
+    if isinstance(gate, dict):
+        sent = _SENT.get(str(gate.get("sent")), str(gate.get("sent")))
+        text = f"sent {sent}" + (f": {gate['why']}" if gate.get("why") else "")
+        lines.append(EvidenceLine("Follow gate", text, _time(gate.get("checked_at"))))
     return lines

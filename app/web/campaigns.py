@@ -42,14 +42,19 @@ from app.campaigns.service import (
 from app.campaigns.validation import (
     CampaignInput,
     activation_problems,
+    check_button_message,
     check_campaign,
     check_dm_text,
+    check_follow_up_text,
     check_keywords,
     input_from_values,
     keyword_chips,
     parse_campaign_form,
 )
 from app.db.models import AccountStatus, Campaign, CampaignStatus
+from app.delivery import dm_content
+from app.delivery.dm_content import CampaignTexts, Content
+from app.delivery.follow_ups import render_follow_up
 from app.delivery.messages import build_message, buttons_of, render
 from app.instagram.accounts import AccountCard, get_account, list_accounts
 from app.instagram.connect import account_token
@@ -118,6 +123,7 @@ def _preview_context(form: CampaignInput) -> dict[str, Any]:
         username=PREVIEW_USERNAME,
         link=None,
     ).strip()
+    steps = _two_step_preview(form)
     return {
         "empty": not form.dm_text.strip(),
         "kind": message.kind,
@@ -127,6 +133,80 @@ def _preview_context(form: CampaignInput) -> dict[str, Any]:
         "chars": len(typed),
         "error": check_dm_text(form),
         "username": PREVIEW_USERNAME,
+        "steps": steps,
+        "reveal_label": (
+            ("After the tap, once they follow you" if form.follow_gate_enabled else "After the tap")
+            + ": the link"
+            if steps
+            else None
+        ),
+        "follow_up": _follow_up_preview(form),
+    }
+
+
+def _two_step_preview(form: CampaignInput) -> list[dict[str, Any]]:
+    """The bubbles before the link: the opening DM and/or the follow prompt, each with its
+    postback button (order: opening DM → follow gate → link)."""
+    texts = CampaignTexts(
+        campaign_id=0,
+        dm_text=form.dm_text,
+        buttons=[],
+        opening_dm_text=form.opening_dm_text,
+        opening_dm_button_title=form.opening_dm_button_title,
+        follow_gate=form.follow_gate_enabled,
+        follow_prompt_text=form.follow_prompt_text,
+        follow_prompt_button_title=form.follow_prompt_button_title,
+    )
+    steps: list[dict[str, Any]] = []
+    if form.opening_dm_enabled:
+        content = dm_content.opening_dm(texts, username=PREVIEW_USERNAME)
+        steps.append(
+            _step(
+                "opening",
+                "The private reply to the comment",
+                content,
+                check_button_message(form.opening_dm_text),
+            )
+        )
+    if form.follow_gate_enabled:
+        when = "After the tap, if" if steps else "The private reply to the comment, if"
+        content = dm_content.follow_prompt(texts, username=PREVIEW_USERNAME)
+        steps.append(
+            _step(
+                "prompt",
+                f"{when} @{PREVIEW_USERNAME} does not follow you yet",
+                content,
+                check_button_message(form.follow_prompt_text),
+            )
+        )
+    return steps
+
+
+def _step(name: str, label: str, content: Content, error: str | None) -> dict[str, Any]:
+    attachment = content.message.body["attachment"]
+    [button] = attachment["payload"]["buttons"]
+    return {
+        "name": name,
+        "label": label,
+        "text": content.message.text,
+        "button": button["title"],
+        "chars": len(content.message.text),
+        "error": error,
+    }
+
+
+def _follow_up_preview(form: CampaignInput) -> dict[str, Any] | None:
+    if not form.follow_up_enabled:
+        return None
+    try:
+        delay = int(form.follow_up_delay_minutes)
+    except ValueError:
+        delay = 0
+    buttons = [{"title": b.title, "url": b.url} for b in form.filled_buttons]
+    return {
+        "text": render_follow_up(form.follow_up_text, username=PREVIEW_USERNAME, buttons=buttons),
+        "delay": delay,
+        "error": check_follow_up_text(form),
     }
 
 

@@ -62,6 +62,7 @@ async def test_a_follow_up_is_scheduled_at_interaction_plus_delay_and_sent_once(
     assert follow_up.source_log_id == tap.id
     assert follow_up.message_kind is MessageKind.FOLLOW_UP
     assert follow_up.message_text == FOLLOW_UP_TEXT.format(fan="jane.doe")
+    assert follow_up.trigger_text == follow_up.message_text  # what the log shows for it
     assert follow_up.recipient_id == tap.recipient_id
     assert tap.deadline_at is not None
     tapped_at = tap.deadline_at - timedelta(hours=24)
