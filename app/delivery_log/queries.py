@@ -98,21 +98,14 @@ class LogRow:
 
     @property
     def retryable(self) -> bool:
-        """A one-click retry: a FAILED comment reply whose 7-day window is still open."""
-        return (
-            self.pr_state is LegState.FAILED
-            and self.trigger_kind is TriggerKind.COMMENT
-            and self.window_open
-        )
+        """A one-click retry: a FAILED DM whose window is still open (7 days for a comment's
+        private reply, 24 hours for a tap's, a DM trigger's or a follow-up's DM)."""
+        return self.pr_state is LegState.FAILED and self.window_open
 
     @property
     def reviewable(self) -> bool:
-        """An UNCONFIRMED comment reply: retried only after the creator looked (timeline)."""
-        return (
-            self.pr_state is LegState.UNCONFIRMED
-            and self.trigger_kind is TriggerKind.COMMENT
-            and self.window_open
-        )
+        """An UNCONFIRMED DM: retried only after the creator looked (timeline)."""
+        return self.pr_state is LegState.UNCONFIRMED and self.window_open
 
 
 _COLUMNS = (

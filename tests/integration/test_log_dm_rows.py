@@ -1,0 +1,112 @@
+"""The delivery log with the DM rows of taps, DM keyword triggers and follow-ups: labelled, a
+timeline that says what triggered them and links what they follow, and Retry within the
+24-hour window they had (never after it)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from html import unescape
+
+import pytest
+
+from app.db.models import LegState, MessageKind, TriggerKind
+from app.resources import Resources
+from app.settings import Settings
+from tests.support.dashboard import tokens
+from tests.support.log_data import Creator, add_log, log_row, signed_in_creator
+
+HTML = {"accept": "text/html"}
+
+
+@pytest.fixture
+async def owner(
+    settings: Settings, resources: Resources, test_env: dict[str, str]
+) -> AsyncIterator[Creator]:
+    async with signed_in_creator(settings, resources) as creator:
+        yield creator
+
+
+async def _dm_rows(resources: Resources, owner: Creator, *, window: timedelta) -> dict[str, int]:
+    now = datetime.now(UTC)
+    comment = await add_log(
+        resources, owner, state=LegState.SENT, message_kind=MessageKind.OPENING_DM
+    )
+    tap = await add_log(
+        resources,
+        owner,
+        state=LegState.FAILED,
+        trigger_kind=TriggerKind.POSTBACK,
+        trigger_id="postback:" + "a" * 64,
+        text="Send me the link",
+        source_log_id=comment,
+        message_kind=MessageKind.REVEAL,
+        deadline_at=now + window,
+    )
+    dm = await add_log(
+        resources,
+        owner,
+        state=LegState.SENT,
+        trigger_kind=TriggerKind.MESSAGE,
+        trigger_id="dm:aWdf-mid",
+        text="recipe please",
+        username=None,
+        message_kind=MessageKind.REVEAL,
+        deadline_at=now + window,
+    )
+    follow_up = await add_log(
+        resources,
+        owner,
+        state=LegState.PENDING,
+        trigger_kind=TriggerKind.FOLLOW_UP,
+        trigger_id=f"followup:{dm}",
+        text="Did you bake it?",
+        source_log_id=dm,
+        message_kind=MessageKind.FOLLOW_UP,
+        deadline_at=now + window,
+    )
+    return {"comment": comment, "tap": tap, "dm": dm, "follow_up": follow_up}
+
+
+async def test_dm_rows_are_labelled_linked_and_retryable_in_their_window(
+    resources: Resources, owner: Creator
+) -> None:
+    rows = await _dm_rows(resources, owner, window=timedelta(hours=20))
+    page = unescape((await owner.client.get("/log", headers=HTML)).text)
+    labels = dict(re.findall(r'<tr id="log-(\d+)".*?<span class="kind">([^<]+)</span>', page, re.S))
+    assert labels == {
+        str(rows["tap"]): "Button",
+        str(rows["dm"]): "DM",
+        str(rows["follow_up"]): "Follow-up",
+    }
+    assert f'action="/log/{rows["tap"]}/retry"' in page
+
+    timeline = unescape((await owner.client.get(f"/log/{rows['tap']}", headers=HTML)).text)
+    assert "The button that was tapped" in timeline
+    assert f'href="/log/{rows["comment"]}"' in timeline
+    assert 'id="message-kind">The link<' in timeline
+    follow_up = unescape((await owner.client.get(f"/log/{rows['follow_up']}", headers=HTML)).text)
+    assert "<h2>The follow-up</h2>" in follow_up
+    assert f'href="/log/{rows["dm"]}"' in follow_up
+
+    form = {**tokens(timeline, f"/log/{rows['tap']}/retry"), "from": "timeline"}
+    retried = await owner.client.post(
+        f"/log/{rows['tap']}/retry", data=form, follow_redirects=False
+    )
+    assert retried.status_code == 303
+    after = await log_row(resources, rows["tap"])
+    assert after.pr_state is LegState.PENDING
+    assert after.pr_attempt_limit == after.pr_attempts + 3
+    assert await resources.queue.count("incomplete") == 1
+
+
+async def test_a_dm_row_past_its_24_hours_cannot_be_retried(
+    resources: Resources, owner: Creator
+) -> None:
+    rows = await _dm_rows(resources, owner, window=timedelta(seconds=-1))
+    page = (await owner.client.get("/log", headers=HTML)).text
+    assert f'action="/log/{rows["tap"]}/retry"' not in page
+    timeline = unescape((await owner.client.get(f"/log/{rows['tap']}", headers=HTML)).text)
+    assert "The 24-hour messaging window has closed" in timeline
+    assert 'id="retry-button"' not in timeline
