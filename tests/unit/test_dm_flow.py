@@ -320,3 +320,23 @@ def test_a_dm_picks_the_dm_trigger_campaign_by_priority_then_age() -> None:
 )
 def test_dms_that_trigger_nothing(rule: CampaignRule, text: str) -> None:
     assert choose_dm_campaign([rule], text, sent_at=TAPPED) is None
+
+
+# --- the re-check delays setting -------------------------------------------------------------
+
+
+def test_follow_recheck_delays_are_a_setting() -> None:
+    from app.settings import SettingsError, load_settings
+    from tests.support.infra import base_env
+
+    env = base_env("postgresql://postgres@127.0.0.1:5432/x", "redis://127.0.0.1:6379/1")
+    assert load_settings(env).follow_recheck_delays_s == (20.0, 40.0)
+    assert load_settings(env | {"FOLLOW_RECHECK_DELAYS_S": "5, 10,30"}).follow_recheck_delays_s == (
+        5.0,
+        10.0,
+        30.0,
+    )
+    assert load_settings(env | {"FOLLOW_RECHECK_DELAYS_S": "none"}).follow_recheck_delays_s == ()
+    for bad in ("0", "20,,40", "soon", "1,1,1,1,1,1", "601"):
+        with pytest.raises(SettingsError, match="FOLLOW_RECHECK_DELAYS_S"):
+            load_settings(env | {"FOLLOW_RECHECK_DELAYS_S": bad})

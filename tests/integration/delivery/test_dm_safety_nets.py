@@ -14,6 +14,7 @@ from tests.integration.delivery.conftest import World
 from tests.integration.delivery.conversations import (
     ACCOUNT,
     Hooks,
+    logs,
     one,
     reveals,
     run_due,
@@ -121,3 +122,38 @@ async def test_any_delivery_job_runs_any_row(world: World) -> None:
         world.resources, worker_id="w", dm_log_id=comment.id, kind=TriggerKind.FOLLOW_UP
     )
     assert report.private == "SENT"
+
+
+async def test_dms_count_against_the_quota_but_not_the_hourly_private_reply_budget(
+    world: World,
+) -> None:
+    from app.delivery.quota import usage
+    from app.delivery.rate_limit import BudgetFull, HourlyBudget
+
+    hooks = Hooks(world)
+    await two_step_campaign(world, dm_trigger_enabled=True)
+    # The account's hourly private-reply budget is full: comments wait, DMs do not.
+    budget = HourlyBudget(
+        world.resources.redis, limit=world.resources.settings.private_replies_per_hour
+    )
+    while not isinstance(await budget.reserve(world.account_id), BudgetFull):
+        pass
+    comment = await world.comment("jane.doe")
+    world.admin.fan_dm("marco_rossi", ACCOUNT, "recipe")
+    await hooks.deliver("messages")
+    await run_due(world)
+    assert (await world.log(comment.id)).pr_state is LegState.PENDING
+    assert (await one(world, TriggerKind.MESSAGE)).pr_state is LegState.SENT
+    async with claims.autocommit(world.resources.engine) as conn:
+        assert (await usage(conn, world.workspace_id)).reserved == 1
+
+    # The monthly quota counts every DM: with it used up, the next DM trigger is skipped.
+    await world.execute(
+        "UPDATE workspaces SET monthly_dm_quota = 1 WHERE id = :id", id=world.workspace_id
+    )
+    world.admin.fan_dm("olga.petrova", ACCOUNT, "recipe")
+    await hooks.deliver("messages")
+    await run_due(world)
+    states = sorted(row.pr_state.value for row in await logs(world, TriggerKind.MESSAGE))
+    assert states == ["SENT", "SKIPPED_QUOTA"]
+    assert reveals(world, "olga.petrova") == []
