@@ -317,7 +317,9 @@ def choose_campaign(campaigns: Sequence[CampaignRule], comment: CommentFacts) ->
         if (
             comment.commented_at is not None
             and rule.activated_at is not None
-            and comment.commented_at < rule.activated_at
+            # Instagram stamps comments in whole seconds: a comment made in the very second a
+            # campaign went live reads as earlier than its activation, so compare seconds.
+            and comment.commented_at < rule.activated_at.replace(microsecond=0)
         ):
             verdicts[rule.id] = Considered(rule.id, rule.name, Verdict.BEFORE_ACTIVATION)
             continue

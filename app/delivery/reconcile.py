@@ -202,8 +202,8 @@ async def reconcile_media(
 def comment_floor(rule: CampaignRule, now: datetime) -> datetime:
     """The oldest comment time a sweep may answer for this campaign."""
     # A campaign cannot have been active before it existed: `created_at` stands in for a
-    # missing activation time.
-    return max(now - LOOKBACK, rule.activated_at or rule.created_at)
+    # missing activation time. Comment times are whole seconds, so the floor is too.
+    return max(now - LOOKBACK, (rule.activated_at or rule.created_at).replace(microsecond=0))
 
 
 def plan_targets(

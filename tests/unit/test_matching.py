@@ -218,6 +218,10 @@ def test_only_active_campaigns_and_only_after_activation() -> None:
     early = facts(commented_at=T0 - timedelta(seconds=1))
     assert choose_campaign([late], early).miss_reason is MissReason.BEFORE_ACTIVATION
     assert choose_campaign([late], facts(commented_at=T0)).campaign_id == 1
+    # A comment stamped (in whole seconds) in the second the campaign went live counts.
+    mid_second = rule(1, activated_at=T0.replace(microsecond=0) + timedelta(milliseconds=700))
+    same_second = facts(commented_at=T0.replace(microsecond=0))
+    assert choose_campaign([mid_second], same_second).campaign_id == 1
     # Another campaign already active then still answers.
     assert choose_campaign([late, rule(2)], early).campaign_id == 2
 
