@@ -248,20 +248,28 @@ def check_dm_text(input_: CampaignInput) -> str | None:
         return "{link} needs a link: add a button with a URL below, or remove {link}."
     if buttons:
         # Sent as a button template: the buttons carry the links, `{link}` leaves the text.
-        template_text = worst_case_text(text.replace("{link}", ""), link=None)
-        if len(template_text) > MAX_TEMPLATE_TEXT:
-            return (
-                f"Too long for a message with buttons: {len(template_text)} of "
-                f"{MAX_TEMPLATE_TEXT} characters ({{username}} counts as 30)."
-            )
+        return _too_long_for_template(text.replace("{link}", ""), "a message with buttons")
+    return _too_long_for_text(text, link=None)
+
+
+def _too_long_for_template(text: str, what: str) -> str | None:
+    length = len(worst_case_text(text, link=None))
+    if length <= MAX_TEMPLATE_TEXT:
         return None
-    as_text = utf8_bytes(worst_case_text(text, link=None))
-    if as_text > MAX_TEXT_BYTES:
-        return (
-            f"Too long for Instagram: {as_text} of {MAX_TEXT_BYTES} bytes "
-            "(emoji take 4 bytes, accented letters 2; {username} counts as 30)."
-        )
-    return None
+    return (
+        f"Too long for {what}: {length} of {MAX_TEMPLATE_TEXT} characters "
+        "({username} counts as 30)."
+    )
+
+
+def _too_long_for_text(text: str, *, link: str | None) -> str | None:
+    size = utf8_bytes(worst_case_text(text, link=link))
+    if size <= MAX_TEXT_BYTES:
+        return None
+    return (
+        f"Too long for Instagram: {size} of {MAX_TEXT_BYTES} bytes "
+        "(emoji take 4 bytes, accented letters 2; {username} counts as 30)."
+    )
 
 
 def check_button_message(text: str) -> str | None:
@@ -270,15 +278,7 @@ def check_button_message(text: str) -> str | None:
     if "{link}" in text:
         return "{link} would give the link away before the tap: the link comes after it."
     problem = _unknown_placeholders(text, ("{username}",))
-    if problem:
-        return problem
-    worst = len(worst_case_text(text, link=None))
-    if worst > MAX_TEMPLATE_TEXT:
-        return (
-            f"Too long for a message with a button: {worst} of {MAX_TEMPLATE_TEXT} characters "
-            "({username} counts as 30)."
-        )
-    return None
+    return problem or _too_long_for_template(text, "a message with a button")
 
 
 def check_follow_up_text(input_: CampaignInput) -> str | None:
@@ -289,14 +289,7 @@ def check_follow_up_text(input_: CampaignInput) -> str | None:
     buttons = input_.filled_buttons
     if "{link}" in text and not buttons:
         return "{link} needs a link: add a button with a URL above, or remove {link}."
-    link = buttons[0].url if buttons else None
-    size = utf8_bytes(worst_case_text(text, link=link))
-    if size > MAX_TEXT_BYTES:
-        return (
-            f"Too long for Instagram: {size} of {MAX_TEXT_BYTES} bytes "
-            "(emoji take 4 bytes, accented letters 2; {username} counts as 30)."
-        )
-    return None
+    return _too_long_for_text(text, link=buttons[0].url if buttons else None)
 
 
 def _check_button_title(title: str) -> str | None:

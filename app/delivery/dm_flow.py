@@ -32,7 +32,15 @@ from app.delivery.follow_ups import follow_up_for
 from app.delivery.postbacks import parse_payload
 from app.delivery.quota import usage_month
 from app.delivery.scheduling import enqueue_delivery
-from app.delivery.send_steps import Report, Run, due, may_send, send_claimed, settle
+from app.delivery.send_steps import (
+    Report,
+    Run,
+    due,
+    load_run,
+    may_send,
+    send_claimed,
+    settle,
+)
 from app.operations.events import record_event
 from app.resources import Resources
 
@@ -52,17 +60,13 @@ class _Choice:
 
 async def process_dm(resources: Resources, *, worker_id: str, dm_log_id: int) -> Report:
     report = Report()
-    now = datetime.now(UTC)
     async with claims.autocommit(resources.engine) as conn:
-        delivery = await claims.load_delivery(conn, dm_log_id)
-        if delivery is None:
-            report.notes.append("no such log row")
+        run = await load_run(
+            conn, resources, report, worker_id=worker_id, dm_log_id=dm_log_id, kinds=DM_TRIGGERS
+        )
+        if run is None:
             return report
-        if delivery.trigger_kind not in DM_TRIGGERS:
-            report.notes.append(f"not a DM trigger ({delivery.trigger_kind})")
-            report.wrong_flow = True
-            return report
-        run = Run(resources, worker_id, delivery, now, report)
+        delivery, now = run.delivery, run.now
         if not due(delivery.pr_state, delivery.pr_next_attempt_at, now):
             report.notes.append("nothing due")
             return report

@@ -20,7 +20,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -41,6 +41,7 @@ from app.delivery.send_steps import (
     due,
     elapsed_ms,
     failure,
+    load_run,
     may_send,
     record,
     send_claimed,
@@ -53,23 +54,20 @@ __all__ = ["Report", "comment_content", "process_comment"]
 
 logger = logging.getLogger("oncereply.delivery")
 
+_COMMENTS = frozenset({TriggerKind.COMMENT})
 # Spread the wake-ups of work waiting for the same freed budget slot.
 BUDGET_JITTER_S = 30.0
 
 
 async def process_comment(resources: Resources, *, worker_id: str, dm_log_id: int) -> Report:
     report = Report()
-    now = datetime.now(UTC)
     async with claims.autocommit(resources.engine) as conn:
-        delivery = await claims.load_delivery(conn, dm_log_id)
-        if delivery is None:
-            report.notes.append("no such log row")
+        run = await load_run(
+            conn, resources, report, worker_id=worker_id, dm_log_id=dm_log_id, kinds=_COMMENTS
+        )
+        if run is None:
             return report
-        if delivery.trigger_kind != TriggerKind.COMMENT:
-            report.notes.append(f"not a comment trigger ({delivery.trigger_kind})")
-            report.wrong_flow = True
-            return report
-        run = Run(resources, worker_id, delivery, now, report)
+        delivery, now = run.delivery, run.now
         pr_due = due(delivery.pr_state, delivery.pr_next_attempt_at, now)
         pub_due = due(delivery.pub_state, delivery.pub_next_attempt_at, now)
         if not (pr_due or pub_due):

@@ -78,6 +78,28 @@ class Run:
         return self.delivery.trigger_kind == TriggerKind.COMMENT
 
 
+async def load_run(
+    conn: AsyncConnection,
+    resources: Resources,
+    report: Report,
+    *,
+    worker_id: str,
+    dm_log_id: int,
+    kinds: frozenset[TriggerKind],
+) -> Run | None:
+    """The row to deliver, or None (noted in `report`): missing, or of a kind the other flow
+    handles (`report.wrong_flow`)."""
+    delivery = await claims.load_delivery(conn, dm_log_id)
+    if delivery is None:
+        report.notes.append("no such log row")
+        return None
+    if delivery.trigger_kind not in kinds:
+        report.notes.append(f"not for this flow ({delivery.trigger_kind})")
+        report.wrong_flow = True
+        return None
+    return Run(resources, worker_id, delivery, datetime.now(UTC), report)
+
+
 def due(state: LegState | None, next_at: datetime | None, now: datetime) -> bool:
     return state is LegState.PENDING and (next_at is None or next_at <= now + timedelta(seconds=1))
 
