@@ -237,15 +237,23 @@ def _unknown_placeholders(text: str, allowed: tuple[str, ...]) -> str | None:
     return f"Unknown placeholder {', '.join(unknown)}. Use {' or '.join(allowed)}."
 
 
-def check_dm_text(input_: CampaignInput) -> str | None:
-    """The DM text's error, if any (also used by the live preview)."""
-    text = input_.dm_text
+def _placeholder_problem(text: str, buttons: list[LinkButton], *, where: str) -> str | None:
+    """Unknown placeholders, or `{link}` with no link button to fill it."""
     unknown = _unknown_placeholders(text, PLACEHOLDERS)
     if unknown:
         return unknown
-    buttons = input_.filled_buttons
     if "{link}" in text and not buttons:
-        return "{link} needs a link: add a button with a URL below, or remove {link}."
+        return f"{{link}} needs a link: add a button with a URL {where}, or remove {{link}}."
+    return None
+
+
+def check_dm_text(input_: CampaignInput) -> str | None:
+    """The DM text's error, if any (also used by the live preview)."""
+    text = input_.dm_text
+    buttons = input_.filled_buttons
+    problem = _placeholder_problem(text, buttons, where="below")
+    if problem:
+        return problem
     if buttons:
         # Sent as a button template: the buttons carry the links, `{link}` leaves the text.
         return _too_long_for_template(text.replace("{link}", ""), "a message with buttons")
@@ -283,12 +291,10 @@ def check_button_message(text: str) -> str | None:
 
 def check_follow_up_text(input_: CampaignInput) -> str | None:
     text = input_.follow_up_text
-    problem = _unknown_placeholders(text, PLACEHOLDERS)
+    buttons = input_.filled_buttons
+    problem = _placeholder_problem(text, buttons, where="above")
     if problem:
         return problem
-    buttons = input_.filled_buttons
-    if "{link}" in text and not buttons:
-        return "{link} needs a link: add a button with a URL above, or remove {link}."
     return _too_long_for_text(text, link=buttons[0].url if buttons else None)
 
 
