@@ -148,6 +148,17 @@ def _clock(sandbox: Sandbox) -> dict[str, Any]:
     return {"now": now, "iso": graph_timestamp(now), "offset_seconds": sandbox.clock.offset}
 
 
+async def _set_following(
+    request: Request[Any, Any, Any], fan: str, *, following: bool
+) -> dict[str, Any]:
+    body = await decode(request, AccountBody)
+    sandbox = sandbox_of(request.app.state)
+    account = find_account(sandbox, body.account)
+    change = fan_actions.follow if following else fan_actions.unfollow
+    change(sandbox, find_fan(sandbox, fan), account)
+    return {"following": following, "account_id": account.user_id}
+
+
 class AdminController(Controller):
     path = "/_admin"
     include_in_schema = False
@@ -327,19 +338,11 @@ class AdminController(Controller):
 
     @post("/fans/{fan:str}/follow", status_code=200)
     async def fan_follow(self, request: Request[Any, Any, Any], fan: str) -> dict[str, Any]:
-        body = await decode(request, AccountBody)
-        sandbox = sandbox_of(request.app.state)
-        account = find_account(sandbox, body.account)
-        fan_actions.follow(sandbox, find_fan(sandbox, fan), account)
-        return {"following": True, "account_id": account.user_id}
+        return await _set_following(request, fan, following=True)
 
     @post("/fans/{fan:str}/unfollow", status_code=200)
     async def fan_unfollow(self, request: Request[Any, Any, Any], fan: str) -> dict[str, Any]:
-        body = await decode(request, AccountBody)
-        sandbox = sandbox_of(request.app.state)
-        account = find_account(sandbox, body.account)
-        fan_actions.unfollow(sandbox, find_fan(sandbox, fan), account)
-        return {"following": False, "account_id": account.user_id}
+        return await _set_following(request, fan, following=False)
 
     @post("/fans/{fan:str}/dm", status_code=201)
     async def fan_dm(self, request: Request[Any, Any, Any], fan: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from sandbox.faults import FaultTarget
 from sandbox.fields import FieldTree, parse_fields
 from sandbox.models import Comment
 from sandbox.outcomes import Reply, note_error, perform
-from sandbox.paging import page_newest_first, paging_block, parse_limit
+from sandbox.paging import list_body
 from sandbox.tokens import COMMENTS, require_scope
 from sandbox.webhook_events import comment_event
 
@@ -90,20 +90,16 @@ async def comments_edge(call: GraphCall, media_id: str) -> Response[bytes]:
 
     def operation() -> Reply:
         fields = parse_fields(call.param("fields"), COMMENT_DEFAULT)
-        page = page_newest_first(
-            media.comment_ids,
-            lambda cid: not world.comments[cid].deleted,
-            limit=parse_limit(call.param("limit"), default=50, maximum=50),
-            after=call.param("after"),
-            before=call.param("before"),
+        return Reply(
+            list_body(
+                call,
+                media.comment_ids,
+                lambda cid: render_comment(call, world.comments[cid], fields),
+                visible=lambda cid: not world.comments[cid].deleted,
+                default_limit=50,
+                max_limit=50,
+            )
         )
-        body: dict[str, Any] = {
-            "data": [render_comment(call, world.comments[cid], fields) for _, cid in page.items]
-        }
-        paging = paging_block(page, base_url=call.base_url, query=call.query)
-        if paging is not None:
-            body["paging"] = paging
-        return Reply(body)
 
     return await perform(
         call.sandbox,

@@ -16,7 +16,7 @@ from sandbox.faults import FaultTarget
 from sandbox.fields import FieldTree, parse_fields
 from sandbox.models import Account, Conversation, Message
 from sandbox.outcomes import Reply, perform
-from sandbox.paging import page_newest_first, paging_block, parse_limit
+from sandbox.paging import list_body
 from sandbox.tokens import MESSAGES, require_scope
 
 NEWEST_READABLE = 20
@@ -110,20 +110,15 @@ async def conversations_edge(call: GraphCall, node_id: str) -> Response[bytes]:
             (c for c in world.conversations.values() if c.account_id == account.user_id),
             key=lambda c: c.updated_at,
         )
-        page = page_newest_first(
-            mine,
-            lambda _: True,
-            limit=parse_limit(call.param("limit"), default=25, maximum=100),
-            after=call.param("after"),
-            before=call.param("before"),
+        return Reply(
+            list_body(
+                call,
+                mine,
+                lambda conversation: _render_conversation(call, conversation, fields),
+                default_limit=25,
+                max_limit=100,
+            )
         )
-        body: dict[str, Any] = {
-            "data": [_render_conversation(call, c, fields) for _, c in page.items]
-        }
-        paging = paging_block(page, base_url=call.base_url, query=call.query)
-        if paging is not None:
-            body["paging"] = paging
-        return Reply(body)
 
     return await perform(
         call.sandbox,

@@ -94,16 +94,6 @@ def unknown_error(http_status: int = 500) -> GraphError:
     return GraphError("An unknown error occurred", 1, type_=OAUTH, http_status=http_status)
 
 
-def service_unavailable() -> GraphError:
-    return GraphError(
-        "An unexpected error has occurred. Please retry your request later.",
-        2,
-        type_=OAUTH,
-        http_status=503,
-        is_transient=True,
-    )
-
-
 def app_rate_limited() -> GraphError:
     return GraphError(
         "(#4) Application request limit reached",

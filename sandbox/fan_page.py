@@ -7,10 +7,12 @@ browser test can drive it. The fan is chosen with the ``fan`` query parameter.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
 from litestar import Request, get, post
+from litestar.datastructures import FormMultiDict
 from litestar.response import Redirect, Template
 
 from sandbox import fan_actions
@@ -263,33 +265,40 @@ def fan_inbox(
     )
 
 
-@post("/fan/dm", name="fan_dm", include_in_schema=False)
-async def fan_dm(request: Request[Any, Any, Any]) -> Redirect:
+InboxAction = Callable[[Sandbox, Fan, Account, FormMultiDict], object]
+
+
+async def _in_inbox(request: Request[Any, Any, Any], act: InboxAction) -> Redirect:
+    """Run a fan's action on a thread of their inbox and go back to it (with the error)."""
     sandbox = sandbox_of(request.app.state)
     form = await request.form()
     fan, account = str(form.get("fan", "")), str(form.get("account", ""))
     try:
-        fan_actions.direct_message(
-            sandbox, find_fan(sandbox, fan), find_account(sandbox, account), form.get("text", "")
-        )
+        act(sandbox, find_fan(sandbox, fan), find_account(sandbox, account), form)
     except ActionError as error:
         return _back("/fan/inbox", error, fan=fan, account=account)
     return _back("/fan/inbox", fan=fan, account=account)
+
+
+@post("/fan/dm", name="fan_dm", include_in_schema=False)
+async def fan_dm(request: Request[Any, Any, Any]) -> Redirect:
+    return await _in_inbox(
+        request,
+        lambda sandbox, fan, account, form: fan_actions.direct_message(
+            sandbox, fan, account, form.get("text", "")
+        ),
+    )
 
 
 @post("/fan/tap", name="fan_tap", include_in_schema=False)
 async def fan_tap(request: Request[Any, Any, Any]) -> Redirect:
-    sandbox = sandbox_of(request.app.state)
-    form = await request.form()
-    fan, account = str(form.get("fan", "")), str(form.get("account", ""))
-    try:
-        fan_actions.tap(
+    return await _in_inbox(
+        request,
+        lambda sandbox, fan, account, form: fan_actions.tap(
             sandbox,
-            find_fan(sandbox, fan),
-            find_account(sandbox, account),
+            fan,
+            account,
             mid=str(form.get("mid", "")) or None,
             payload=str(form.get("payload", "")) or None,
-        )
-    except ActionError as error:
-        return _back("/fan/inbox", error, fan=fan, account=account)
-    return _back("/fan/inbox", fan=fan, account=account)
+        ),
+    )

@@ -41,7 +41,6 @@ Action = Literal[
     "delay",
 ]
 WEBHOOK_ACTIONS = frozenset({"drop", "duplicate", "delay"})
-DELIVER_THEN = frozenset({"deliver_then_error", "deliver_then_hang", "deliver_then_reset"})
 
 
 class FaultSpec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

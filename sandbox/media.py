@@ -13,7 +13,7 @@ from sandbox.faults import FaultTarget
 from sandbox.fields import FieldTree, parse_fields
 from sandbox.models import Account, Media
 from sandbox.outcomes import Reply, perform
-from sandbox.paging import page_newest_first, paging_block, parse_limit
+from sandbox.paging import list_body
 
 ACCOUNT_DEFAULT = "id,user_id,username,account_type"
 MEDIA_DEFAULT = "id"
@@ -109,20 +109,16 @@ async def media_edge(call: GraphCall, node_id: str) -> Response[bytes]:
             created = world.media[media_id].created_at
             return (since is None or created >= since) and (until is None or created <= until)
 
-        page = page_newest_first(
-            account.media_ids,
-            visible,
-            limit=parse_limit(call.param("limit"), default=25, maximum=100),
-            after=call.param("after"),
-            before=call.param("before"),
+        return Reply(
+            list_body(
+                call,
+                account.media_ids,
+                lambda mid: render_media(call, world.media[mid], fields),
+                visible=visible,
+                default_limit=25,
+                max_limit=100,
+            )
         )
-        body: dict[str, Any] = {
-            "data": [render_media(call, world.media[mid], fields) for _, mid in page.items]
-        }
-        paging = paging_block(page, base_url=call.base_url, query=call.query)
-        if paging is not None:
-            body["paging"] = paging
-        return Reply(body)
 
     return await perform(
         call.sandbox,

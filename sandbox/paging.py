@@ -2,7 +2,8 @@
 
 A cursor is an opaque base64 token of a position in the list. Lists only grow (deleted
 objects stay in place, flagged), so a cursor keeps pointing at the same item while new items
-arrive, as Meta's cursors do.
+arrive, as Meta's cursors do. `list_body` is what an edge answers: one page of rendered items
+under ``data``, read from the call's ``limit``/``after``/``before``, plus ``paging``.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ import base64
 import binascii
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from urllib.parse import urlencode
 
 from sandbox.errors import invalid_param
+
+if TYPE_CHECKING:
+    from sandbox.call import GraphCall
 
 T = TypeVar("T")
 
@@ -100,3 +104,27 @@ def paging_block(
     if page.has_previous:
         block["previous"] = f"{base_url}?{urlencode(kept | {'before': first})}"
     return block
+
+
+def list_body(
+    call: GraphCall,
+    items: Sequence[T],
+    render: Callable[[T], dict[str, Any]],
+    *,
+    visible: Callable[[T], bool] = lambda _: True,
+    default_limit: int,
+    max_limit: int,
+) -> dict[str, Any]:
+    """An edge's answer: the page the call asks for, rendered, with Graph's ``paging``."""
+    page = page_newest_first(
+        items,
+        visible,
+        limit=parse_limit(call.param("limit"), default=default_limit, maximum=max_limit),
+        after=call.param("after"),
+        before=call.param("before"),
+    )
+    body: dict[str, Any] = {"data": [render(item) for _, item in page.items]}
+    paging = paging_block(page, base_url=call.base_url, query=call.query)
+    if paging is not None:
+        body["paging"] = paging
+    return body

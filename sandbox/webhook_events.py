@@ -113,18 +113,19 @@ def message_event(message: Message) -> WebhookEvent:
     )
 
 
-def postback_event(
-    *, account_id: str, igsid: str, fan: str, mid: str, title: str, payload: str, at: float
+def _from_fan(
+    field: str, *, account_id: str, igsid: str, fan: str, at: float, **event: Any
 ) -> WebhookEvent:
+    """A ``messaging[]`` item a fan's action sends to the account (a tap, a read receipt)."""
     item = {
         "sender": {"id": igsid},
         "recipient": {"id": account_id},
         "timestamp": int(at * 1000),
-        "postback": {"mid": mid, "title": title, "payload": payload},
+        **event,
     }
     return WebhookEvent(
         id=0,
-        field="messaging_postbacks",
+        field=field,
         account_id=account_id,
         kind="messaging",
         value=item,
@@ -133,19 +134,20 @@ def postback_event(
     )
 
 
-def seen_event(*, account_id: str, igsid: str, fan: str, mid: str, at: float) -> WebhookEvent:
-    item = {
-        "sender": {"id": igsid},
-        "recipient": {"id": account_id},
-        "timestamp": int(at * 1000),
-        "read": {"mid": mid},
-    }
-    return WebhookEvent(
-        id=0,
-        field="messaging_seen",
+def postback_event(
+    *, account_id: str, igsid: str, fan: str, mid: str, title: str, payload: str, at: float
+) -> WebhookEvent:
+    return _from_fan(
+        "messaging_postbacks",
         account_id=account_id,
-        kind="messaging",
-        value=item,
-        created_at=at,
+        igsid=igsid,
         fan=fan,
+        at=at,
+        postback={"mid": mid, "title": title, "payload": payload},
+    )
+
+
+def seen_event(*, account_id: str, igsid: str, fan: str, mid: str, at: float) -> WebhookEvent:
+    return _from_fan(
+        "messaging_seen", account_id=account_id, igsid=igsid, fan=fan, at=at, read={"mid": mid}
     )
