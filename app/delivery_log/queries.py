@@ -305,6 +305,12 @@ class Timeline:
 async def fetch_timeline(
     session: AsyncSession, workspace_id: int, dm_log_id: int
 ) -> Timeline | None:
+    # The summary row first: it carries the version the page polls with. Were the full row
+    # read first, a change landing between the two reads would pair the new version with the
+    # old evidence, and the settled page would never ask again.
+    row = await fetch_row(session, workspace_id, dm_log_id)
+    if row is None:
+        return None
     log = (
         await session.execute(
             select(DmLog).where(DmLog.id == dm_log_id, DmLog.workspace_id == workspace_id)
@@ -312,8 +318,6 @@ async def fetch_timeline(
     ).scalar_one_or_none()
     if log is None:
         return None
-    row = await fetch_row(session, workspace_id, dm_log_id)
-    assert row is not None  # noqa: S101 - the same row, same workspace, same transaction
     comment = None
     if log.comment_row_id is not None:
         comment = await session.get(Comment, log.comment_row_id)
