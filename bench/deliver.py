@@ -16,7 +16,16 @@ and waits until every row is SENT. Prints one JSON document:
   non-autocommit connections, their sum as database round trips per delivery, and the
   server's own transaction count from `pg_stat_database` as a cross-check.
 
-Targets: ≥ 250 deliveries/s per worker process; ≤ 4 database round trips per delivery.
+Then, unless `--skip-latency`, `webhook_to_send`: the whole path at a steady rate. The sandbox
+is registered with a real web process as its webhook callback; fans comment at `--rate` per
+second (50 by default) for `--seconds`; the sandbox sends signed webhooks, the web stores
+them, one worker process ingests and delivers. For each comment: from the web storing the
+webhook (`webhook_events.received_at`) to the worker issuing the send (the first
+`delivery_attempts.started_at`, written by the claim statement just before the call), both
+stamped by PostgreSQL. Reports p50/p95/p99/max in milliseconds.
+
+Targets: ≥ 250 deliveries/s per worker process; ≤ 4 database round trips per delivery;
+webhook received → send issued p95 ≤ 100 ms at 50 comments/s.
 """
 
 from __future__ import annotations
@@ -35,8 +44,9 @@ from typing import Any
 
 import psycopg
 
+from tests.support.dashboard import sandbox_env, web_env_for
 from tests.support.infra import TestDatabase, TestRedis, base_env
-from tests.support.processes import Service
+from tests.support.processes import Service, free_port, health, start_web, start_worker, wait_until
 from tests.support.sandbox_process import start_sandbox
 
 LOG_DIR = Path(tempfile.gettempdir()) / "oncereply-bench"
@@ -291,17 +301,125 @@ def worker_process() -> int:
     return 0
 
 
+# --- webhook received → send issued, at a steady rate ---------------------------------------
+
+_LATENCY = """
+SELECT count(*),
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY ms),
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY ms),
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY ms),
+       max(ms)
+FROM (
+    SELECT extract(epoch FROM min(a.started_at) - w.received_at) * 1000 AS ms
+    FROM dm_logs d
+    JOIN comments c ON c.id = d.comment_row_id
+    JOIN webhook_events w ON w.id = c.webhook_event_id
+    JOIN delivery_attempts a ON a.dm_log_id = d.id AND a.leg = 'private_reply'
+    GROUP BY d.id, w.received_at
+) per_comment
+"""
+
+
+def _worker_beating(web_port: int) -> bool:
+    checks = health(web_port)[1].get("checks")
+    worker = checks.get("worker") if isinstance(checks, dict) else None
+    return isinstance(worker, dict) and bool(worker.get("ok"))
+
+
+def webhook_to_send(rate: float, seconds: float) -> dict[str, Any]:
+    """Fans comment at `rate` per second; the sandbox's webhooks go to a real web process and
+    one worker delivers. Latency per comment from webhook stored to send issued."""
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    database = TestDatabase.create()
+    redis = TestRedis.reserve()
+    web_port = free_port()
+    try:
+        database.migrate()
+        env = base_env(database.url, redis.url)
+        sandbox_extra = {
+            **sandbox_env(env),
+            "SANDBOX_WEBHOOK_CALLBACK_URL": f"http://127.0.0.1:{web_port}/webhooks/instagram",
+            "SANDBOX_WEBHOOK_VERIFY_TOKEN": env["WEBHOOK_VERIFY_TOKEN"],
+        }
+        with start_sandbox(sandbox_extra, log_dir=LOG_DIR) as sandbox:
+            admin = sandbox.admin
+            admin.update_settings(sends_per_second=10**9, private_replies_per_hour=10**9)
+            token = admin.mint_token(
+                ACCOUNT, age_seconds=2 * 86400, subscribe=["comments", "messages"]
+            )["access_token"]
+            seed(database.url, token, env["ENCRYPTION_KEY"])
+            fans = [f"latency.fan{i}" for i in range(FANS)]
+            for fan in fans:
+                admin.add_fan(fan)
+            app_env = {
+                **web_env_for(env, sandbox.base_url, f"http://127.0.0.1:{web_port}"),
+                "PRIVATE_REPLIES_PER_HOUR": "100000",
+                "QUEUE_NAME": QUEUE,
+            }
+            web = start_web(app_env, web_port, LOG_DIR)
+            worker = start_worker(app_env, LOG_DIR, name="latency-worker")
+            try:
+                wait_until(
+                    lambda: _worker_beating(web_port), timeout=60, what="the worker's heartbeat"
+                )
+                wait_until(
+                    lambda: bool(admin.webhook().get("registered")),
+                    timeout=30,
+                    what="the sandbox to verify its webhook callback",
+                )
+                total = int(rate * seconds)
+                started = time.monotonic()
+                for i in range(total):
+                    due = started + i / rate
+                    pause = due - time.monotonic()
+                    if pause > 0:
+                        time.sleep(pause)
+                    admin.fan_comment(fans[i % FANS], MEDIA_ID, "RECIPE")
+                offered = total / (time.monotonic() - started)
+                states = wait_all_sent(database.url, total, timeout_s=max(60.0, total / 10))
+            finally:
+                worker.stop()
+                web.stop()
+            with psycopg.connect(database.url, autocommit=True) as conn:
+                row = conn.execute(_LATENCY).fetchone()
+    finally:
+        redis.release()
+        database.drop()
+    count, p50, p95, p99, worst = row if row is not None else (0, None, None, None, None)
+
+    def ms(value: float | None) -> float | None:
+        return None if value is None else round(float(value), 1)
+
+    return {
+        "comments": total,
+        "rate_per_s": rate,
+        "offered_rate_per_s": round(offered, 1),
+        "states": states,
+        "measured": count,
+        "ms": {"p50": ms(p50), "p95": ms(p95), "p99": ms(p99), "max": ms(worst)},
+        "target_p95_ms": 100,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=5000, help="comments to deliver")
     parser.add_argument("--smoke", action="store_true", help="300 comments, a few seconds")
+    parser.add_argument("--rate", type=float, default=50.0, help="comments/s for the latency")
+    parser.add_argument("--seconds", type=float, default=30.0, help="length of the latency run")
+    parser.add_argument("--skip-latency", action="store_true", help="throughput only")
     parser.add_argument("--worker-process", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker_process:
         return worker_process()
     result = run(300 if args.smoke else args.n)
+    ok = result["sent"] == result["comments"]
+    if not args.skip_latency:
+        latency = webhook_to_send(args.rate, 5.0 if args.smoke else args.seconds)
+        result["webhook_to_send"] = latency
+        ok = ok and latency["measured"] == latency["comments"]
     print(json.dumps(result, indent=2, default=str))
-    return 0 if result["sent"] == result["comments"] else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
