@@ -10,6 +10,8 @@ and waits until every row is SENT. Prints one JSON document:
 
 - `deliveries_per_s`: N divided by the time from the first claim to the last recorded send
   (both stamped by PostgreSQL, so worker start-up is not counted);
+- `worker_cpu_ms_per_delivery`: the worker process's CPU time per delivery, a figure that
+  does not move with what else the machine runs (the sandbox and PostgreSQL share its cores);
 - `sql`: counted inside the worker process (this module's `--worker-process` mode installs
   SQLAlchemy listeners, with the crons off so only deliveries are counted): statements per
   delivery, pool checkouts (each one a pre-ping round trip), BEGIN/COMMIT/ROLLBACK on
@@ -240,6 +242,9 @@ def run(n: int) -> dict[str, Any]:
             "server_transactions_per_delivery": round((xact_after - xact_before) / per, 2),
             "jobs_counted": counted.get("jobs"),
         },
+        "worker_cpu_ms_per_delivery": round(
+            1000 * counted.get("cpu_s_between_jobs", 0.0) / max(counted.get("jobs", 0) - 1, 1), 2
+        ),
         "targets": {"deliveries_per_s": 250, "round_trips_per_delivery": 4},
         "worker_concurrency": 32,
     }
@@ -284,8 +289,14 @@ def worker_process() -> int:
     configure_logging("WARNING")
     built = build_worker(settings)
 
+    # The worker's CPU time from the first job's end to the last one's: its cost per delivery
+    # whatever else the machine (sandbox, PostgreSQL) is doing.
+    cpu: dict[str, float] = {}
+
     async def count_job(_: dict[str, Any]) -> None:
         counts["jobs"] += 1
+        cpu.setdefault("first", time.process_time())
+        cpu["last"] = time.process_time()
 
     built.after_process = [*(built.after_process or []), count_job]
     profile_to = os.environ.get("BENCH_PROFILE")
@@ -297,7 +308,10 @@ def worker_process() -> int:
         else:
             asyncio.run(built.start())
     finally:
-        Path(os.environ["BENCH_COUNTS_FILE"]).write_text(json.dumps(dict(counts)))
+        window = cpu.get("last", 0.0) - cpu.get("first", 0.0)
+        Path(os.environ["BENCH_COUNTS_FILE"]).write_text(
+            json.dumps({**counts, "cpu_s_between_jobs": window})
+        )
     return 0
 
 
