@@ -77,6 +77,9 @@ test: install services chromium lint typecheck migrate-check ## everything CI ru
 	@$(RUN) python -m bench.log_queries --smoke > test-results/bench-log.json \
 	  && echo "log queries bench smoke: ok (test-results/bench-log.json)" \
 	  || { cat test-results/bench-log.json; exit 1; }
+	@$(RUN) python -m bench.deliver --smoke > test-results/bench-deliver.json \
+	  && echo "deliver bench smoke: ok (test-results/bench-deliver.json)" \
+	  || { cat test-results/bench-deliver.json; exit 1; }
 
 lint: ## ruff check and format check
 	@$(RUN) ruff check --quiet .
