@@ -31,15 +31,7 @@ from typing import Any
 
 import psycopg
 
-from bench.deliver import (
-    ACCOUNT,
-    FANS,
-    LOG_DIR,
-    MEDIA_ID,
-    QUEUE,
-    seed,
-    store_comments,
-)
+from bench.deliver import LOG_DIR, QUEUE, comment_and_store, prepare
 from tests.support.infra import TestDatabase, TestRedis, base_env
 from tests.support.processes import Service
 from tests.support.sandbox_process import start_sandbox
@@ -117,7 +109,7 @@ def check(admin: Any, rows: list[tuple[str, str]]) -> tuple[list[str], int]:
     return violations, delivered_total
 
 
-def run(n: int, seed_value: int) -> dict[str, Any]:  # noqa: PLR0915 - one linear scenario
+def run(n: int, seed_value: int) -> dict[str, Any]:
     rng = random.Random(seed_value)
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     database = TestDatabase.create()
@@ -127,15 +119,9 @@ def run(n: int, seed_value: int) -> dict[str, Any]:  # noqa: PLR0915 - one linea
         database.migrate()
         with start_sandbox(log_dir=LOG_DIR) as sandbox:
             admin = sandbox.admin
-            admin.update_settings(sends_per_second=10**9, private_replies_per_hour=10**9)
-            token = admin.mint_token(ACCOUNT, age_seconds=2 * 86400)["access_token"]
             env = base_env(database.url, redis.url)
-            ids = seed(database.url, token, env["ENCRYPTION_KEY"])
-            fans = [f"chaos.fan{i}" for i in range(FANS)]
-            for fan in fans:
-                admin.add_fan(fan)
-            comments = [admin.fan_comment(fans[i % FANS], MEDIA_ID, "RECIPE") for i in range(n)]
-            dm_log_ids = store_comments(database.url, ids, comments)
+            ids, fans = prepare(admin, database.url, env, "chaos")
+            dm_log_ids = comment_and_store(admin, database.url, ids, fans, n)
             injected = faults(admin, rng)
             worker_env = {
                 **env,

@@ -125,6 +125,33 @@ def store_comments(
         return [row[0] for row in conn.execute("SELECT id FROM dm_logs ORDER BY id").fetchall()]
 
 
+def prepare(
+    admin: Any,
+    database_url: str,
+    env: dict[str, str],
+    fan_prefix: str,
+    *,
+    subscribe: list[str] | None = None,
+) -> tuple[tuple[int, int, int], list[str]]:
+    """Lift the sandbox's send limits, store our account (with a token the sandbox minted) and
+    campaign, and add the fans; returns (workspace, account, campaign) ids and fan names."""
+    admin.update_settings(sends_per_second=10**9, private_replies_per_hour=10**9)
+    token = admin.mint_token(ACCOUNT, age_seconds=2 * 86400, subscribe=subscribe)["access_token"]
+    ids = seed(database_url, token, env["ENCRYPTION_KEY"])
+    fans = [f"{fan_prefix}.fan{i}" for i in range(FANS)]
+    for fan in fans:
+        admin.add_fan(fan)
+    return ids, fans
+
+
+def comment_and_store(
+    admin: Any, database_url: str, ids: tuple[int, int, int], fans: list[str], n: int
+) -> list[int]:
+    """N fan comments in the sandbox, stored as ingestion would store them; their row ids."""
+    comments = [admin.fan_comment(fans[i % FANS], MEDIA_ID, "RECIPE") for i in range(n)]
+    return store_comments(database_url, ids, comments)
+
+
 async def enqueue_all(redis_url: str, dm_log_ids: list[int]) -> None:
     from saq import Queue
 
@@ -171,15 +198,9 @@ def run(n: int) -> dict[str, Any]:
         database.migrate()
         with start_sandbox(log_dir=LOG_DIR) as sandbox:
             admin = sandbox.admin
-            admin.update_settings(sends_per_second=10**9, private_replies_per_hour=10**9)
-            token = admin.mint_token(ACCOUNT, age_seconds=2 * 86400)["access_token"]
             env = base_env(database.url, redis.url)
-            ids = seed(database.url, token, env["ENCRYPTION_KEY"])
-            fans = [f"bench.fan{i}" for i in range(FANS)]
-            for fan in fans:
-                admin.add_fan(fan)
-            comments = [admin.fan_comment(fans[i % FANS], MEDIA_ID, "RECIPE") for i in range(n)]
-            dm_log_ids = store_comments(database.url, ids, comments)
+            ids, fans = prepare(admin, database.url, env, "bench")
+            dm_log_ids = comment_and_store(admin, database.url, ids, fans, n)
             asyncio.run(enqueue_all(redis.url, dm_log_ids))
 
             counts_file = LOG_DIR / f"deliver-counts-{os.getpid()}.json"
@@ -357,14 +378,9 @@ def webhook_to_send(rate: float, seconds: float) -> dict[str, Any]:
         }
         with start_sandbox(sandbox_extra, log_dir=LOG_DIR) as sandbox:
             admin = sandbox.admin
-            admin.update_settings(sends_per_second=10**9, private_replies_per_hour=10**9)
-            token = admin.mint_token(
-                ACCOUNT, age_seconds=2 * 86400, subscribe=["comments", "messages"]
-            )["access_token"]
-            seed(database.url, token, env["ENCRYPTION_KEY"])
-            fans = [f"latency.fan{i}" for i in range(FANS)]
-            for fan in fans:
-                admin.add_fan(fan)
+            _, fans = prepare(
+                admin, database.url, env, "latency", subscribe=["comments", "messages"]
+            )
             app_env = {
                 **web_env_for(env, sandbox.base_url, f"http://127.0.0.1:{web_port}"),
                 "PRIVATE_REPLIES_PER_HOUR": "100000",
