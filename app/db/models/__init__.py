@@ -25,7 +25,7 @@ from app.db.models.operations import (
     UsageCounter,
 )
 from app.db.models.webhooks import WebhookEvent, WebhookStatus
-from app.db.models.workspaces import Role, User, Workspace, WorkspaceMember
+from app.db.models.workspaces import Role, User, Workspace, WorkspaceInvite, WorkspaceMember
 
 __all__ = [
     "AccountStatus",
@@ -62,5 +62,6 @@ __all__ = [
     "WebhookEvent",
     "WebhookStatus",
     "Workspace",
+    "WorkspaceInvite",
     "WorkspaceMember",
 ]

@@ -5,7 +5,16 @@ from __future__ import annotations
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import BigInteger, DateTime, ForeignKey, String, UniqueConstraint
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    String,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, BigId, CreatedAt, str_enum
@@ -55,3 +64,35 @@ class WorkspaceMember(Base):
     )
     role: Mapped[Role] = mapped_column(str_enum(Role, "role"))
     created_at: Mapped[CreatedAt]
+
+
+class WorkspaceInvite(Base):
+    """An invitation to join a workspace, by link. Only the SHA-256 of the link's token is
+    stored; the token itself is shown once, to whoever made the invite."""
+
+    __tablename__ = "workspace_invites"
+    __table_args__ = (
+        UniqueConstraint("token_hash"),
+        # At most one open invite per email and workspace.
+        Index(
+            "uq_workspace_invites_open_email",
+            "workspace_id",
+            "email",
+            unique=True,
+            postgresql_where=text("accepted_at IS NULL AND revoked_at IS NULL"),
+        ),
+        CheckConstraint("email = lower(email)", name="email_lower_case"),
+        CheckConstraint("role <> 'owner'", name="not_owner"),
+    )
+
+    id: Mapped[BigId]
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id", ondelete="CASCADE"))
+    email: Mapped[str] = mapped_column(String(320))
+    role: Mapped[Role] = mapped_column(str_enum(Role, "role"))
+    token_hash: Mapped[str] = mapped_column(String(64))
+    invited_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[CreatedAt]
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    accepted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    accepted_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
