@@ -1,4 +1,4 @@
-"""Creating users and their workspaces; the sign-up page and the CLI both call these."""
+"""Creating users and their workspaces; the sign-up page, invite links and the CLI call these."""
 
 from __future__ import annotations
 
@@ -30,10 +30,14 @@ def normalize_email(email: str) -> str:
     return email.strip().lower()
 
 
-def validate_credentials(email: str, password: str) -> None:
+def validate_email(email: str) -> None:
     local, _, domain = email.partition("@")
     if not local or "." not in domain or " " in email or len(email) > 320:
         raise InvalidUserError("Enter a valid email address.")
+
+
+def validate_credentials(email: str, password: str) -> None:
+    validate_email(email)
     if len(password) < MIN_PASSWORD_LENGTH:
         raise InvalidUserError(f"Use at least {MIN_PASSWORD_LENGTH} characters for the password.")
 
@@ -42,6 +46,19 @@ async def create_user_with_workspace(
     session: AsyncSession, *, email: str, password: str, workspace_name: str | None = None
 ) -> NewUser:
     """Create a user who owns a new workspace, in the caller's transaction."""
+    email = normalize_email(email)
+    user_id = await create_user(session, email=email, password=password)
+    workspace = Workspace(name=(workspace_name or f"{email.split('@')[0]}'s workspace")[:100])
+    session.add(workspace)
+    await session.flush()
+    session.add(WorkspaceMember(workspace_id=workspace.id, user_id=user_id, role=Role.OWNER))
+    await session.flush()
+    return NewUser(user_id=user_id, workspace_id=workspace.id)
+
+
+async def create_user(session: AsyncSession, *, email: str, password: str) -> int:
+    """Create a user without a workspace (an invite brings them into one), in the caller's
+    transaction; `UserExistsError` when the email is taken."""
     email = normalize_email(email)
     validate_credentials(email, password)
     # The unique key decides, not a prior lookup: two sign-ups racing for one email get one user.
@@ -53,12 +70,7 @@ async def create_user_with_workspace(
     )
     if user_id is None:
         raise UserExistsError(email)
-    workspace = Workspace(name=(workspace_name or f"{email.split('@')[0]}'s workspace")[:100])
-    session.add(workspace)
-    await session.flush()
-    session.add(WorkspaceMember(workspace_id=workspace.id, user_id=user_id, role=Role.OWNER))
-    await session.flush()
-    return NewUser(user_id=user_id, workspace_id=workspace.id)
+    return user_id
 
 
 async def find_user_by_email(session: AsyncSession, email: str) -> User | None:
