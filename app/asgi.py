@@ -30,8 +30,10 @@ from app.web.campaigns import CampaignsController
 from app.web.deps import provide_db_session, provide_resources
 from app.web.errors import http_exception_handler, internal_error_handler
 from app.web.health import HealthController
+from app.web.invites import InviteController
 from app.web.log import LogController
 from app.web.overview import home
+from app.web.team import TeamController, WorkspaceSwitchController
 from app.web.templating import template_config
 from app.web.webhooks import instagram_webhook, webhook_intake_lifespan
 
@@ -64,6 +66,9 @@ def create_app(settings: Settings | None = None) -> Litestar:
             AccountsController,
             CampaignsController,
             LogController,
+            TeamController,
+            WorkspaceSwitchController,
+            InviteController,
             instagram_webhook,
             create_static_files_router(path="/static", directories=[STATIC_DIR], name="static"),
         ],

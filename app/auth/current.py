@@ -35,12 +35,20 @@ VIEWER_STATE_KEY = "viewer"
 
 
 @dataclass(frozen=True, slots=True)
+class WorkspaceRef:
+    id: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class Viewer:
     user_id: int
     email: str
     workspace_id: int
     workspace_name: str
     role: Role
+    # Every workspace the user belongs to, by name (the header's switcher lists them).
+    workspaces: tuple[WorkspaceRef, ...] = ()
 
     @property
     def can_change(self) -> bool:
@@ -52,18 +60,26 @@ class LoginRequired(NotAuthorizedException):
 
 
 async def load_viewer(session: AsyncSession, user_id: int, workspace_id: int) -> Viewer | None:
-    row = (
+    """The user as a member of `workspace_id`, or None when they are not (any more)."""
+    rows = (
         await session.execute(
-            select(User.id, User.email, Workspace.id, Workspace.name, WorkspaceMember.role)
+            select(User.email, Workspace.id, Workspace.name, WorkspaceMember.role)
             .join(WorkspaceMember, WorkspaceMember.user_id == User.id)
             .join(Workspace, Workspace.id == WorkspaceMember.workspace_id)
-            .where(User.id == user_id, Workspace.id == workspace_id)
+            .where(User.id == user_id)
+            .order_by(Workspace.name, Workspace.id)
         )
-    ).one_or_none()
-    if row is None:
+    ).all()
+    current = next((row for row in rows if row[1] == workspace_id), None)
+    if current is None:
         return None
     return Viewer(
-        user_id=row[0], email=row[1], workspace_id=row[2], workspace_name=row[3], role=row[4]
+        user_id=user_id,
+        email=current[0],
+        workspace_id=current[1],
+        workspace_name=current[2],
+        role=current[3],
+        workspaces=tuple(WorkspaceRef(id=row[1], name=row[2]) for row in rows),
     )
 
 
@@ -82,6 +98,15 @@ async def provide_viewer(request: HTMXRequest, db_session: NamedDependency[Async
         raise LoginRequired("Please sign in")
     # Templates read it from here to draw the navigation and the user menu.
     request.state[VIEWER_STATE_KEY] = viewer
+    return viewer
+
+
+async def optional_viewer(request: HTMXRequest, session: AsyncSession) -> Viewer | None:
+    """The signed-in viewer for pages that anyone may open (an invite link), else None."""
+    identity = session_identity(request)
+    viewer = await load_viewer(session, *identity) if identity else None
+    if viewer is not None:
+        request.state[VIEWER_STATE_KEY] = viewer
     return viewer
 
 

@@ -135,5 +135,7 @@ class AuthController(Controller):
 
     @post("/logout", name="logout", status_code=200)
     async def logout(self, request: HTMXRequest) -> Redirect:
+        # An invite link opened while signed in as someone else signs out and comes back.
+        target = safe_next(str((await request.form()).get("next") or ""))
         end_session(request)
-        return Redirect("/login?signed_out=1", status_code=303)
+        return Redirect(target if target != "/" else "/login?signed_out=1", status_code=303)

@@ -1,0 +1,305 @@
+"""Invite links: `/invite/{token}` shows who invites whom to which workspace, and accepts.
+
+- unknown token → 404; expired, revoked or already used → 410, each with its own sentence;
+- not signed in → "create your account" (email fixed to the invite's) or, when an account
+  with that email exists, "sign in to accept" (sign-in comes back here);
+- signed in as the invited email → an Accept button; as someone else → say so, offer sign-out.
+
+Accepting is one conditional UPDATE of the invite (still open, unexpired, for this email)
+plus the membership insert (`app.workspaces.team.accept_invite`), so two tabs or a double
+click accept once. Then the session id is rotated, as at sign-in, onto the invited workspace.
+The token is in the URL: these pages send `Referrer-Policy: no-referrer`, the log scrubs
+`/invite/…` paths (`app.logs`), and the one-time key of the sign-up form is fingerprinted
+with the token's hash and the email, never the password.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from litestar import Controller, Response, get, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath
+from litestar.plugins.htmx import HTMXRequest
+from litestar.response import Template
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth.current import Viewer, optional_viewer
+from app.auth.signin import SignedIn, check_sign_in, start_session
+from app.auth.throttle import LoginThrottle
+from app.operations.idempotency import (
+    Finished,
+    InProgress,
+    KeyRequest,
+    Mismatch,
+    Ran,
+    Refused,
+    Replay,
+    fingerprint_of,
+    run_once,
+)
+from app.resources import Resources
+from app.web.idempotency import (
+    IDEMPOTENCY_FIELD,
+    as_response,
+    idempotent,
+    notice_response,
+    redirect_to,
+)
+from app.workspaces.service import (
+    InvalidUserError,
+    UserExistsError,
+    create_user,
+    find_user_by_email,
+    validate_credentials,
+)
+from app.workspaces.team import (
+    Accepted,
+    InviteState,
+    InviteView,
+    accept_invite,
+    find_invite,
+    hash_token,
+    is_member,
+)
+
+_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+_KEY_PATTERN = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
+_CLOSED = {
+    InviteState.EXPIRED: (
+        "This invite has expired",
+        "Invite links work for 7 days. Ask the person who invited you for a new one.",
+    ),
+    InviteState.REVOKED: (
+        "This invite was revoked",
+        "It no longer works. Ask the person who invited you for a new link if you still "
+        "need access.",
+    ),
+    InviteState.USED: (
+        "This invite has already been used",
+        "Each invite link works once. If you accepted it, sign in to open the workspace.",
+    ),
+}
+
+
+def _closed(invite: InviteView | None) -> Template:
+    """The page for a link that cannot be used: unknown (404) or closed (410)."""
+    if invite is None:
+        status, reason = 404, "unknown"
+        title, detail = (
+            "This invite link is not valid",
+            "Check that the whole link was copied, or ask for a new one.",
+        )
+    else:
+        status, reason = 410, invite.state.value
+        title, detail = _CLOSED.get(invite.state, _CLOSED[InviteState.USED])
+    return Template(
+        "team/invite_closed.html",
+        context={"status": status, "reason": reason, "title": title, "detail": detail},
+        status_code=status,
+        headers=_HEADERS,
+    )
+
+
+def _not_usable(invite: InviteView | None, email: str) -> Template | None:
+    """Why `email` cannot use this invite now, as a page; None when it can."""
+    if invite is None or invite.state is not InviteState.OPEN:
+        return _closed(invite)
+    if invite.email != email.lower():
+        return Template(
+            "error.html",
+            context={
+                "status": 403,
+                "title": "This invite is for someone else",
+                "detail": f"It is for {invite.email}. Sign out and open the link again.",
+            },
+            status_code=403,
+            headers=_HEADERS,
+        )
+    return None
+
+
+def _invite_page(
+    token: str,
+    invite: InviteView,
+    mode: str,
+    *,
+    viewer_email: str | None = None,
+    errors: Mapping[str, str] | None = None,
+    status_code: int = 200,
+) -> Template:
+    return Template(
+        "team/invite.html",
+        context={
+            "token": token,
+            "invite": invite,
+            "mode": mode,
+            "viewer_email": viewer_email,
+            "errors": errors or {},
+        },
+        status_code=status_code,
+        headers=_HEADERS,
+    )
+
+
+def _is_success(response: Response[Any]) -> bool:
+    """The stored "go on" answer of an accept (a 303, or htmx's HX-Redirect)."""
+    return response.status_code == 303 or "hx-redirect" in {k.lower() for k in response.headers}
+
+
+class InviteController(Controller):
+    path = "/invite"
+
+    @get("/{token:str}", name="invite")
+    async def show(
+        self,
+        request: HTMXRequest,
+        db_session: NamedDependency[AsyncSession],
+        token: FromPath[str],
+    ) -> Template:
+        viewer = await optional_viewer(request, db_session)  # draws the header when signed in
+        invite = await find_invite(db_session, token)
+        if invite is None or invite.state is not InviteState.OPEN:
+            return _closed(invite)
+        if viewer is not None:
+            mode = "accept" if viewer.email == invite.email else "wrong_user"
+            return _invite_page(token, invite, mode, viewer_email=viewer.email)
+        exists = await find_user_by_email(db_session, invite.email)
+        return _invite_page(token, invite, "signin" if exists else "signup")
+
+    @post("/{token:str}/accept", name="invite_accept", status_code=200)
+    async def accept(
+        self,
+        request: HTMXRequest,
+        viewer: NamedDependency[Viewer],
+        resources: NamedDependency[Resources],
+        db_session: NamedDependency[AsyncSession],
+        token: FromPath[str],
+    ) -> Response[Any]:
+        async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
+            result = await accept_invite(
+                session, token=token, user_id=viewer.user_id, email=viewer.email
+            )
+            if isinstance(result, Accepted):
+                return redirect_to("/")
+            return Refused(_not_usable(result, viewer.email) or _closed(result))
+
+        response = await idempotent(
+            request, resources, viewer, scope="invite.accept", action=action
+        )
+        if _is_success(response):
+            # The first accept and any repeat of it land in the invited workspace.
+            invite = await find_invite(db_session, token)
+            if (
+                invite is not None
+                and invite.accepted_by == viewer.user_id
+                and await is_member(db_session, invite.workspace_id, viewer.user_id)
+            ):
+                start_session(request, viewer.user_id, invite.workspace_id)
+        return response
+
+    @post("/{token:str}/signup", name="invite_signup", status_code=200)
+    async def signup(
+        self,
+        request: HTMXRequest,
+        resources: NamedDependency[Resources],
+        db_session: NamedDependency[AsyncSession],
+        token: FromPath[str],
+    ) -> Response[Any]:
+        invite = await find_invite(db_session, token)
+        if invite is None:
+            return _closed(None)
+        # A closed invite still goes through the one-time key below: a repeat of the click
+        # that used it must get that click's answer, not "already used".
+        form = await request.form()
+        password = str(form.get("password") or "")
+        errors: dict[str, str] = {}
+        try:
+            validate_credentials(invite.email, password)
+        except InvalidUserError as exc:
+            errors["password"] = str(exc)
+        if not errors and str(form.get("password2") or "") != password:
+            errors["password2"] = "The two passwords are not the same."
+        if errors:
+            if invite.state is not InviteState.OPEN:
+                return _closed(invite)
+            return _invite_page(token, invite, "signup", errors=errors, status_code=422)
+        key = str(form.get(IDEMPOTENCY_FIELD) or "")
+        if not _KEY_PATTERN.match(key):
+            return notice_response(
+                request,
+                400,
+                "Please reload the page",
+                "This form is missing its one-time token, so it was not sent. Reload and try "
+                "again.",
+            )
+        joined: list[int] = []
+
+        async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
+            try:
+                user_id = await create_user(session, email=invite.email, password=password)
+            except UserExistsError:
+                return Refused(
+                    _invite_page(
+                        token,
+                        invite,
+                        "signin",
+                        errors={"email": "An account with this email already exists."},
+                        status_code=422,
+                    )
+                )
+            result = await accept_invite(session, token=token, user_id=user_id, email=invite.email)
+            if not isinstance(result, Accepted):
+                return Refused(_closed(result))
+            joined.append(user_id)
+            return redirect_to("/")
+
+        outcome = await run_once(
+            resources.sessionmaker,
+            KeyRequest(
+                scope="invite.signup",
+                key=key,
+                fingerprint=fingerprint_of("invite.signup", hash_token(token), invite.email),
+            ),
+            action,
+        )
+        if isinstance(outcome, Ran):
+            start_session(request, joined[0], invite.workspace_id)
+            return as_response(request, outcome.response)
+        if isinstance(outcome, Replay):
+            # A double click: the first request made the account. Sign this one in too, with
+            # the same checks (and throttle) as the sign-in form.
+            signed = await check_sign_in(
+                db_session,
+                LoginThrottle(resources.redis),
+                email=invite.email,
+                password=password,
+                address=request.client.host if request.client else "unknown",
+            )
+            if isinstance(signed, SignedIn):
+                await db_session.commit()
+                joined_here = await is_member(db_session, invite.workspace_id, signed.user_id)
+                start_session(
+                    request,
+                    signed.user_id,
+                    invite.workspace_id if joined_here else signed.workspace_id,
+                )
+                return as_response(request, outcome.response)
+            return _closed(await find_invite(db_session, token))
+        if isinstance(outcome, InProgress):
+            return notice_response(
+                request,
+                409,
+                "Already in progress",
+                "We are still creating your account. Reload this page in a moment.",
+            )
+        if isinstance(outcome, Mismatch):
+            return notice_response(
+                request,
+                422,
+                "That form was already used",
+                "Reload the page and try again.",
+            )
+        return outcome.payload
