@@ -1,4 +1,4 @@
-"""Command line for the web side: `python -m app serve | create-user | check-settings`.
+"""Command line for the web side: `python -m app serve | create-user | invite | check-settings`.
 
 Settings are loaded before anything else, so a missing or malformed one stops the process
 with one line naming it (exit status 2) instead of a stack trace from deep inside a server.
@@ -23,7 +23,21 @@ from app.delivery.outbox import redrive_failed
 from app.logs import configure_logging
 from app.resources import Resources
 from app.settings import Settings, SettingsError, load_settings
-from app.workspaces.service import InvalidUserError, UserExistsError, create_user_with_workspace
+from app.workspaces.service import (
+    InvalidUserError,
+    UserExistsError,
+    create_user_with_workspace,
+    find_user_by_email,
+)
+from app.workspaces.team import (
+    InviteCreated,
+    Problem,
+    WorkspaceChoice,
+    create_invite,
+    invite_link,
+    parse_invite_role,
+    workspaces_of,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,6 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     create_user.add_argument(
         "--if-missing", action="store_true", help="succeed quietly when the user already exists"
     )
+
+    invite = commands.add_parser(
+        "invite", help="make an invite link to a workspace (printed, never sent by email)"
+    )
+    invite.add_argument("--email", required=True, help="the owner or admin who invites")
+    invite.add_argument("--invitee", required=True, help="the email of the person invited")
+    invite.add_argument("--role", default="member", help="member (default) or admin")
+    invite.add_argument("--workspace", help="the workspace's name, when the inviter has several")
 
     commands.add_parser("check-settings", help="load the settings and report the first problem")
     commands.add_parser("migrate", help="apply every database migration (alembic upgrade head)")
@@ -71,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(
             _create_user(settings, args.email, password, args.workspace, args.if_missing)
         )
+    if args.command == "invite":
+        return asyncio.run(_invite(settings, args.email, args.invitee, args.role, args.workspace))
     if args.command == "redrive-webhooks":
         return asyncio.run(_redrive(settings, args.since))
     if args.command == "migrate":
@@ -125,6 +149,68 @@ async def _create_user(
         await resources.close()
     print(f"created user {email} (id {created.user_id}) owning workspace {created.workspace_id}")
     return 0
+
+
+async def _invite(
+    settings: Settings, inviter_email: str, invitee: str, role_name: str, workspace: str | None
+) -> int:
+    role = parse_invite_role(role_name)
+    if role is None:
+        print(f"oncereply: --role must be member or admin, not {role_name!r}", file=sys.stderr)
+        return 2
+    resources = await Resources.open(settings, db_pool_size=1)
+    try:
+        async with resources.sessionmaker() as session, session.begin():
+            inviter = await find_user_by_email(session, inviter_email)
+            if inviter is None:
+                print(f"oncereply: no user with email {inviter_email}", file=sys.stderr)
+                return 1
+            allowed = [
+                choice
+                for choice in await workspaces_of(session, inviter.id)
+                if choice.role.can_change
+                and (
+                    workspace is None
+                    or choice.name.casefold() == workspace.strip().casefold()
+                    or str(choice.id) == workspace.strip()
+                )
+            ]
+            if len(allowed) != 1:
+                print(
+                    f"oncereply: {_which_workspace(inviter_email, workspace, allowed)}",
+                    file=sys.stderr,
+                )
+                return 1
+            chosen = allowed[0]
+            result = await create_invite(
+                session,
+                workspace_id=chosen.id,
+                inviter_id=inviter.id,
+                email=invitee,
+                role=role,
+            )
+    finally:
+        await resources.close()
+    if not isinstance(result, InviteCreated):
+        print(f"oncereply: {result.message}", file=sys.stderr)
+        return 2 if result.problem is Problem.INVALID else 1
+    # The link alone on stdout, for scripts; what it is on stderr, for people.
+    print(
+        f"invited {result.email} as {result.role.value} of {chosen.name!r}; the link works once, "
+        f"until {result.expires_at:%Y-%m-%d %H:%M} UTC",
+        file=sys.stderr,
+    )
+    print(invite_link(settings.public_base_url, result.token))
+    return 0
+
+
+def _which_workspace(inviter: str, asked: str | None, allowed: list[WorkspaceChoice]) -> str:
+    if allowed:
+        names = ", ".join(f"{choice.name!r} (id {choice.id})" for choice in allowed)
+        return f"{inviter} can invite to several workspaces; choose one with --workspace: {names}"
+    if asked is None:
+        return f"{inviter} is not an owner or admin of any workspace"
+    return f"{inviter} is not an owner or admin of a workspace named {asked!r}"
 
 
 if __name__ == "__main__":
