@@ -20,6 +20,8 @@ from app.logs import ScrubSecrets, scrub
         ("callback /connect/callback?code=AQBxcode&state=s", "AQBxcode"),
         ('{"access_token": "IGAAjsonsecret", "user_id": 1}', "IGAAjsonsecret"),
         ("Authorization: Bearer IGAAheader.secret-value", "IGAAheader.secret-value"),
+        ("unhandled error on GET /invite/o84jALmk1Zsr69jU_OLco94D-s", "o84jALmk1Zsr69jU_OLco94D-s"),
+        ("GET /login?next=%2Finvite%2FAbc_def-123XYZ", "Abc_def-123XYZ"),
     ],
 )
 def test_scrub_removes_the_value_and_keeps_the_name(raw: str, secret: str) -> None:
