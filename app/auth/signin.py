@@ -41,6 +41,27 @@ async def check_sign_in(
     session: AsyncSession, throttle: LoginThrottle, *, email: str, password: str, address: str
 ) -> SignedIn | SignInRefused:
     """Verify the credentials under the throttle; the caller commits (last_login_at)."""
+    user_id = await check_password(
+        session, throttle, email=email, password=password, address=address
+    )
+    if isinstance(user_id, SignInRefused):
+        return user_id
+    workspace_id = await session.scalar(
+        select(WorkspaceMember.workspace_id)
+        .where(WorkspaceMember.user_id == user_id)
+        .order_by(WorkspaceMember.created_at, WorkspaceMember.workspace_id)
+        .limit(1)
+    )
+    if workspace_id is None:
+        return SignInRefused("Your account no longer belongs to any workspace.", 403)
+    return SignedIn(user_id=user_id, workspace_id=workspace_id)
+
+
+async def check_password(
+    session: AsyncSession, throttle: LoginThrottle, *, email: str, password: str, address: str
+) -> int | SignInRefused:
+    """The user id when the password is right, under the throttle, whatever their workspaces
+    (an invite link signs in someone who has none); the caller commits (last_login_at)."""
     email = normalize_email(email)
     decision = await throttle.attempt(email, address)
     if not decision.allowed:
@@ -59,20 +80,12 @@ async def check_sign_in(
     )
     if user is None or not valid:
         return SignInRefused("That email and password do not match.", 400)
-    workspace_id = await session.scalar(
-        select(WorkspaceMember.workspace_id)
-        .where(WorkspaceMember.user_id == user.id)
-        .order_by(WorkspaceMember.created_at, WorkspaceMember.workspace_id)
-        .limit(1)
-    )
-    if workspace_id is None:
-        return SignInRefused("Your account no longer belongs to any workspace.", 403)
     await throttle.succeeded(email, address)
     values: dict[str, Any] = {"last_login_at": func.now()}
     if needs_rehash(user.password_hash):
         values["password_hash"] = await asyncio.to_thread(hash_password, password)
     await session.execute(update(User).where(User.id == user.id).values(**values))
-    return SignedIn(user_id=user.id, workspace_id=workspace_id)
+    return user.id
 
 
 def start_session(

@@ -2,7 +2,8 @@
 
 - unknown token → 404; expired, revoked or already used → 410, each with its own sentence;
 - not signed in → "create your account" (email fixed to the invite's) or, when an account
-  with that email exists, "sign in to accept" (sign-in comes back here);
+  with that email exists, "sign in to accept" (sign-in comes back here; an account that has
+  left every workspace, which the sign-in page refuses, types its password here instead);
 - signed in as the invited email → an Accept button; as someone else → say so, offer sign-out.
 
 Accepting is one conditional UPDATE of the invite (still open, unexpired, for this email)
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from litestar import Controller, Response, get, post
@@ -27,7 +29,7 @@ from litestar.response import Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.current import Viewer, optional_viewer
-from app.auth.signin import SignedIn, check_sign_in, start_session
+from app.auth.signin import SignInRefused, check_password, start_session
 from app.auth.throttle import LoginThrottle
 from app.operations.idempotency import (
     Finished,
@@ -63,6 +65,7 @@ from app.workspaces.team import (
     find_invite,
     hash_token,
     is_member,
+    workspaces_of,
 )
 
 _HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
@@ -166,8 +169,7 @@ class InviteController(Controller):
         if viewer is not None:
             mode = "accept" if viewer.email == invite.email else "wrong_user"
             return _invite_page(token, invite, mode, viewer_email=viewer.email)
-        exists = await find_user_by_email(db_session, invite.email)
-        return _invite_page(token, invite, "signin" if exists else "signup")
+        return _invite_page(token, invite, await _visitor_mode(db_session, invite.email))
 
     @post("/{token:str}/accept", name="invite_accept", status_code=200)
     async def accept(
@@ -226,30 +228,17 @@ class InviteController(Controller):
             if invite.state is not InviteState.OPEN:
                 return _closed(invite)
             return _invite_page(token, invite, "signup", errors=errors, status_code=422)
-        key = str(form.get(IDEMPOTENCY_FIELD) or "")
-        if not _KEY_PATTERN.match(key):
-            return notice_response(
-                request,
-                400,
-                "Please reload the page",
-                "This form is missing its one-time token, so it was not sent. Reload and try "
-                "again.",
-            )
+        key = _one_time_key(form)
+        if key is None:
+            return _reload_notice(request)
         joined: list[int] = []
 
         async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
             try:
                 user_id = await create_user(session, email=invite.email, password=password)
-            except UserExistsError:
-                return Refused(
-                    _invite_page(
-                        token,
-                        invite,
-                        "signin",
-                        errors={"email": "An account with this email already exists."},
-                        status_code=422,
-                    )
-                )
+            except UserExistsError:  # made meanwhile, in another tab
+                mode = await _visitor_mode(db_session, invite.email)
+                return Refused(_invite_page(token, invite, mode, status_code=409))
             result = await accept_invite(session, token=token, user_id=user_id, email=invite.email)
             if not isinstance(result, Accepted):
                 return Refused(_closed(result))
@@ -257,13 +246,7 @@ class InviteController(Controller):
             return redirect_to("/")
 
         outcome = await run_once(
-            resources.sessionmaker,
-            KeyRequest(
-                scope="invite.signup",
-                key=key,
-                fingerprint=fingerprint_of("invite.signup", hash_token(token), invite.email),
-            ),
-            action,
+            resources.sessionmaker, _key_request("invite.signup", key, token, invite), action
         )
         if isinstance(outcome, Ran):
             start_session(request, joined[0], invite.workspace_id)
@@ -271,35 +254,133 @@ class InviteController(Controller):
         if isinstance(outcome, Replay):
             # A double click: the first request made the account. Sign this one in too, with
             # the same checks (and throttle) as the sign-in form.
-            signed = await check_sign_in(
+            user_id = await check_password(
                 db_session,
                 LoginThrottle(resources.redis),
                 email=invite.email,
                 password=password,
-                address=request.client.host if request.client else "unknown",
+                address=_address(request),
             )
-            if isinstance(signed, SignedIn):
-                await db_session.commit()
-                joined_here = await is_member(db_session, invite.workspace_id, signed.user_id)
-                start_session(
-                    request,
-                    signed.user_id,
-                    invite.workspace_id if joined_here else signed.workspace_id,
-                )
-                return as_response(request, outcome.response)
-            return _closed(await find_invite(db_session, token))
-        if isinstance(outcome, InProgress):
-            return notice_response(
-                request,
-                409,
-                "Already in progress",
-                "We are still creating your account. Reload this page in a moment.",
+            if isinstance(user_id, SignInRefused):
+                return _closed(await find_invite(db_session, token))
+            await db_session.commit()
+            return await _land(request, db_session, user_id, invite, outcome.response)
+        return _unfinished(request, outcome)
+
+    @post("/{token:str}/signin", name="invite_signin", status_code=200)
+    async def signin(
+        self,
+        request: HTMXRequest,
+        resources: NamedDependency[Resources],
+        db_session: NamedDependency[AsyncSession],
+        token: FromPath[str],
+    ) -> Response[Any]:
+        """Sign in and accept in one step, for an account that has no workspace left (the
+        sign-in page refuses those, having nowhere to open)."""
+        invite = await find_invite(db_session, token)
+        if invite is None:
+            return _closed(None)
+        form = await request.form()
+        user_id = await check_password(
+            db_session,
+            LoginThrottle(resources.redis),
+            email=invite.email,
+            password=str(form.get("password") or ""),
+            address=_address(request),
+        )
+        if isinstance(user_id, SignInRefused):
+            if invite.state is not InviteState.OPEN:
+                return _closed(invite)
+            return _invite_page(
+                token,
+                invite,
+                "signin_here",
+                errors={"password": user_id.message},
+                status_code=user_id.status_code,
             )
-        if isinstance(outcome, Mismatch):
-            return notice_response(
-                request,
-                422,
-                "That form was already used",
-                "Reload the page and try again.",
-            )
-        return outcome.payload
+        await db_session.commit()  # last_login_at
+        key = _one_time_key(form)
+        if key is None:
+            return _reload_notice(request)
+
+        async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
+            result = await accept_invite(session, token=token, user_id=user_id, email=invite.email)
+            if not isinstance(result, Accepted):
+                return Refused(_closed(result))
+            return redirect_to("/")
+
+        outcome = await run_once(
+            resources.sessionmaker, _key_request("invite.signin", key, token, invite), action
+        )
+        if isinstance(outcome, Ran | Replay):
+            return await _land(request, db_session, user_id, invite, outcome.response)
+        return _unfinished(request, outcome)
+
+
+async def _visitor_mode(session: AsyncSession, email: str) -> str:
+    """What the link offers someone not signed in: make the account, or sign in."""
+    user = await find_user_by_email(session, email)
+    if user is None:
+        return "signup"
+    # Sign-in opens a workspace; someone who has none left signs in right here instead.
+    return "signin" if await workspaces_of(session, user.id) else "signin_here"
+
+
+def _address(request: HTMXRequest) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+def _one_time_key(form: Any) -> str | None:
+    key = str(form.get(IDEMPOTENCY_FIELD) or "")
+    return key if _KEY_PATTERN.match(key) else None
+
+
+def _key_request(scope: str, key: str, token: str, invite: InviteView) -> KeyRequest:
+    # Fingerprinted with the token's hash and the email: never the password.
+    return KeyRequest(
+        scope=scope,
+        key=key,
+        fingerprint=fingerprint_of(scope, hash_token(token), invite.email),
+    )
+
+
+def _reload_notice(request: HTMXRequest) -> Response[Any]:
+    return notice_response(
+        request,
+        400,
+        "Please reload the page",
+        "This form is missing its one-time token, so it was not sent. Reload and try again.",
+    )
+
+
+async def _land(
+    request: HTMXRequest,
+    session: AsyncSession,
+    user_id: int,
+    invite: InviteView,
+    stored: dict[str, Any],
+) -> Response[Any]:
+    """Sign the browser in (a fresh session id) onto the invited workspace, if they joined it,
+    and give the stored answer (the overview)."""
+    if await is_member(session, invite.workspace_id, user_id):
+        start_session(request, user_id, invite.workspace_id)
+        return as_response(request, stored)
+    # Accepted, but no longer a member (removed in between): the link is spent all the same.
+    return _closed(replace(invite, state=InviteState.USED))
+
+
+def _unfinished(
+    request: HTMXRequest, outcome: InProgress | Mismatch | Refused[Response[Any]]
+) -> Response[Any]:
+    if isinstance(outcome, InProgress):
+        return notice_response(
+            request,
+            409,
+            "Already in progress",
+            "We are still working on the first click. Reload this page in a moment.",
+        )
+    if isinstance(outcome, Mismatch):
+        return notice_response(
+            request, 422, "That form was already used", "Reload the page and try again."
+        )
+    return outcome.payload

@@ -856,6 +856,24 @@ async def test_leaving_the_only_workspace_signs_out_with_a_message(
     )
     assert "no longer belongs to any workspace" in refused.text
 
+    # Invited again, they sign in on the invite page itself (sign-in has nowhere to open).
+    link = await _invite(owner, HELPER)
+    path = _path_of(link)
+    page = await helper.get(path)
+    assert 'data-mode="signin_here"' in page.text
+    form = tokens(page.text, f"{path}/signin")
+    wrong = await helper.post(
+        f"{path}/signin", data={**form, "password": "wrong password"}, follow_redirects=False
+    )
+    assert wrong.status_code == 400
+    assert "do not match" in (error_for(wrong.text, "password") or "")
+    joined = await helper.post(
+        f"{path}/signin", data={**form, "password": PASSWORD}, follow_redirects=False
+    )
+    assert joined.status_code == 303
+    assert joined.headers["location"] == "/"
+    assert "member of Sunny Bakes" in (await helper.get("/")).text
+
 
 # --- isolation and CSRF -------------------------------------------------------------------
 
