@@ -25,7 +25,9 @@ them, one worker process ingests and delivers. For each comment: from the web st
 webhook (`webhook_events.received_at`) to the worker issuing the send (the first
 `delivery_attempts.started_at`, written by the claim statement just before the call), both
 stamped by PostgreSQL. Reports p50/p95/p99/max in milliseconds, and the same up to the
-ledger and `dm_logs` rows being written (`ms_to_ingested`), to tell ingest from delivery.
+ledger and `dm_logs` rows being written (`ms_to_ingested`), to tell ingest from delivery. A
+comment the worker's first reconciler sweep read before its webhook arrived has no webhook to
+measure from: it is counted in `seen_first_by_poll` instead.
 
 Targets: ≥ 250 deliveries/s per worker process; ≤ 4 database round trips per delivery;
 webhook received → send issued p95 ≤ 100 ms at 50 comments/s.
@@ -419,6 +421,11 @@ def webhook_to_send(rate: float, seconds: float) -> dict[str, Any]:
                 web.stop()
             with psycopg.connect(database.url, autocommit=True) as conn:
                 rows = conn.execute(_LATENCY).fetchall()
+                # A comment the reconciler's first sweep read before its webhook came has no
+                # webhook to measure from (and was still answered once).
+                by_poll = conn.execute(
+                    "SELECT count(*) FROM comments WHERE first_seen_via = 'poll'"
+                ).fetchone()
     finally:
         redis.release()
         database.drop()
@@ -428,6 +435,7 @@ def webhook_to_send(rate: float, seconds: float) -> dict[str, Any]:
         "offered_rate_per_s": round(offered, 1),
         "states": states,
         "measured": len(rows),
+        "seen_first_by_poll": by_poll[0] if by_poll else 0,
         "ms": percentiles([float(row[1]) for row in rows]),
         "ms_to_ingested": percentiles([float(row[0]) for row in rows]),
         "target_p95_ms": 100,
@@ -450,7 +458,8 @@ def main() -> int:
     if not args.skip_latency:
         latency = webhook_to_send(args.rate, 5.0 if args.smoke else args.seconds)
         result["webhook_to_send"] = latency
-        ok = ok and latency["measured"] == latency["comments"]
+        sent = latency["states"].get("SENT", 0)
+        ok = ok and sent == latency["comments"] and latency["measured"] > 0
     print(json.dumps(result, indent=2, default=str))
     return 0 if ok else 1
 
