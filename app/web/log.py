@@ -27,7 +27,7 @@ from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException
 from litestar.params import FromPath
 from litestar.plugins.htmx import HTMXRequest
-from litestar.response import Redirect, Stream, Template
+from litestar.response import Stream, Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.current import Viewer, safe_next
@@ -60,7 +60,7 @@ from app.delivery_log.queries import (
 )
 from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
-from app.web.idempotency import idempotent, notice_response, redirect_to
+from app.web.idempotency import as_response, idempotent, notice_response, redirect_to
 
 _HEADERS = {"Cache-Control": "no-store", "Vary": "HX-Request"}
 _NOTICES = {
@@ -76,12 +76,6 @@ def _url(path: str, items: list[tuple[str, str]]) -> str:
 
 def _wants_partial(request: HTMXRequest) -> bool:
     return bool(request.htmx) and not request.htmx.history_restore_request
-
-
-def _go(request: HTMXRequest, location: str) -> Response[Any]:
-    if request.htmx:
-        return Response(content=b"", status_code=200, headers={"HX-Redirect": location})
-    return Redirect(location, status_code=303)
 
 
 def _state_options() -> list[tuple[str, str]]:
@@ -271,7 +265,7 @@ class LogController(Controller):
             if result.status is RetryStatus.NOT_FOUND:
                 raise NotFoundException("No such delivery in this workspace.")
             if result.status is RetryStatus.NEEDS_CONFIRMATION:
-                return Refused(_go(request, f"/log/{dm_log_id}#retry-panel"))
+                return Refused(as_response(request, {"location": f"/log/{dm_log_id}#retry-panel"}))
             if result.status is RetryStatus.NOT_RETRYABLE:
                 return Refused(notice_response(request, 409, "Not retried", result.message))
             due.append(result.due)
@@ -344,7 +338,8 @@ class LogController(Controller):
                 return redirect_to(f"/log/{dm_log_id}?notice=checking")
             if await fetch_row(session, editor.workspace_id, dm_log_id) is None:
                 raise NotFoundException("No such delivery in this workspace.")
-            return Refused(_go(request, f"/log/{dm_log_id}"))  # no longer UNCONFIRMED
+            # No longer UNCONFIRMED: show the delivery as it is now.
+            return Refused(as_response(request, {"location": f"/log/{dm_log_id}"}))
 
         async def enqueue() -> None:
             await enqueue_inbox_check(resources.queue, dm_log_id)
