@@ -49,9 +49,17 @@ from typing import Any
 
 import psycopg
 
+from bench.http_load import percentile_ms
 from tests.support.dashboard import sandbox_env, web_env_for
 from tests.support.infra import TestDatabase, TestRedis, base_env
-from tests.support.processes import Service, free_port, health, start_web, start_worker, wait_until
+from tests.support.processes import (
+    Service,
+    free_port,
+    start_web,
+    start_worker,
+    wait_until,
+    worker_beating,
+)
 from tests.support.sandbox_process import start_sandbox
 
 LOG_DIR = Path(tempfile.gettempdir()) / "oncereply-bench"
@@ -270,7 +278,7 @@ def run(n: int) -> dict[str, Any]:
             1000 * counted.get("cpu_s_between_jobs", 0.0) / max(counted.get("jobs", 0) - 1, 1), 2
         ),
         "targets": {"deliveries_per_s": 250, "round_trips_per_delivery": 4},
-        "worker_concurrency": 32,
+        "worker_concurrency": int(os.environ.get("WORKER_CONCURRENCY", "32")),
     }
 
 
@@ -343,8 +351,8 @@ def worker_process() -> int:
 
 # Per comment: webhook stored → ledger and dm_logs rows written (ingest) → send issued.
 _LATENCY = """
-SELECT extract(epoch FROM d.created_at - w.received_at) * 1000,
-       extract(epoch FROM min(a.started_at) - w.received_at) * 1000
+SELECT extract(epoch FROM d.created_at - w.received_at),
+       extract(epoch FROM min(a.started_at) - w.received_at)
 FROM dm_logs d
 JOIN comments c ON c.id = d.comment_row_id
 JOIN webhook_events w ON w.id = c.webhook_event_id
@@ -353,21 +361,14 @@ GROUP BY d.id, d.created_at, w.received_at
 """
 
 
-def percentiles(values: list[float]) -> dict[str, float | None]:
-    ordered = sorted(values)
-    if not ordered:
-        return {"p50": None, "p95": None, "p99": None, "max": None}
-
-    def at(q: float) -> float:
-        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
-
-    return {"p50": at(0.5), "p95": at(0.95), "p99": at(0.99), "max": round(ordered[-1], 1)}
-
-
-def _worker_beating(web_port: int) -> bool:
-    checks = health(web_port)[1].get("checks")
-    worker = checks.get("worker") if isinstance(checks, dict) else None
-    return isinstance(worker, dict) and bool(worker.get("ok"))
+def percentiles(seconds: list[float]) -> dict[str, float | None]:
+    ordered = sorted(seconds)
+    return {
+        "p50": percentile_ms(ordered, 0.50),
+        "p95": percentile_ms(ordered, 0.95),
+        "p99": percentile_ms(ordered, 0.99),
+        "max": percentile_ms(ordered, 1.0),
+    }
 
 
 def webhook_to_send(rate: float, seconds: float) -> dict[str, Any]:
@@ -399,7 +400,7 @@ def webhook_to_send(rate: float, seconds: float) -> dict[str, Any]:
             worker = start_worker(app_env, LOG_DIR, name="latency-worker")
             try:
                 wait_until(
-                    lambda: _worker_beating(web_port), timeout=60, what="the worker's heartbeat"
+                    lambda: worker_beating(web_port), timeout=60, what="the worker's heartbeat"
                 )
                 wait_until(
                     lambda: bool(admin.webhook().get("registered")),

@@ -61,14 +61,15 @@ class LoadResult:
             "seconds": round(self.elapsed_s, 3),
             "requests_per_s": round(self.requests / self.elapsed_s, 1) if self.elapsed_s else 0,
             "events_per_s": round(self.events / self.elapsed_s, 1) if self.elapsed_s else 0,
-            "p50_ms": _percentile_ms(ordered, 0.50),
-            "p99_ms": _percentile_ms(ordered, 0.99),
+            "p50_ms": percentile_ms(ordered, 0.50),
+            "p99_ms": percentile_ms(ordered, 0.99),
             "max_ms": round(ordered[-1] * 1000, 2) if ordered else None,
             "statuses": {str(k): v for k, v in sorted(self.statuses.items())},
         }
 
 
-def _percentile_ms(ordered: list[float], q: float) -> float | None:
+def percentile_ms(ordered: list[float], q: float) -> float | None:
+    """The q-quantile of sorted durations in seconds, in milliseconds."""
     if not ordered:
         return None
     index = min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))

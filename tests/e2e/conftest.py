@@ -33,7 +33,14 @@ from playwright.sync_api import Page
 from tests.e2e.flows import Connected, SignedIn, connect_instagram, sign_up
 from tests.support.dashboard import sandbox_env, web_env_for
 from tests.support.infra import TestDatabase, TestRedis, truncate_all
-from tests.support.processes import Service, free_port, health, start_web, start_worker, wait_until
+from tests.support.processes import (
+    Service,
+    free_port,
+    start_web,
+    start_worker,
+    wait_until,
+    worker_beating,
+)
 from tests.support.sandbox_process import SandboxProcess, start_sandbox
 
 CHROMIUM_ARGS = [
@@ -170,9 +177,7 @@ def worker(web_env: dict[str, str], web_port: int, artifacts_dir: Path) -> Itera
     def beating() -> bool:
         if not service.running:
             raise RuntimeError(f"worker exited early:\n{service.output()}")
-        _, report = health(web_port)
-        checks = report.get("checks")
-        return isinstance(checks, dict) and bool(checks.get("worker", {}).get("ok"))
+        return worker_beating(web_port)
 
     try:
         wait_until(beating, timeout=60, interval=0.25, what="the worker's first heartbeat")

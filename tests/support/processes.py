@@ -113,3 +113,10 @@ def start_worker(env: dict[str, str], log_dir: Path, name: str = "worker") -> Se
 def health(port: int) -> tuple[int, dict[str, object]]:
     response = httpx.get(f"http://127.0.0.1:{port}/health", timeout=5)
     return response.status_code, response.json()
+
+
+def worker_beating(port: int) -> bool:
+    """Whether the web process on `port` sees a live worker heartbeat."""
+    checks = health(port)[1].get("checks")
+    worker = checks.get("worker") if isinstance(checks, dict) else None
+    return isinstance(worker, dict) and bool(worker.get("ok"))
