@@ -5,6 +5,10 @@ SHELL := /bin/bash
 export UV_PYTHON_DOWNLOADS := never
 UV ?= uv
 RUN := $(UV) run --frozen
+# $(call smoke,module,name): run a bench/chaos module's smoke size into test-results/name.json;
+# it fails on wrong answers (never on speed) and then shows what it printed.
+smoke = mkdir -p test-results && $(RUN) python -m $(1) --smoke > test-results/$(2).json \
+  && echo "$(2) smoke: ok (test-results/$(2).json)" || { cat test-results/$(2).json; exit 1; }
 DEV_DB ?= oncereply
 E2E_FLAGS := --screenshot only-on-failure --output test-results/playwright
 
@@ -71,15 +75,10 @@ dev: install services .env migrate ## run web (:8000), worker and the Instagram 
 test: install services chromium lint typecheck migrate-check ## everything CI runs: lint, types, migrations, unit + integration, e2e
 	@$(RUN) pytest tests/unit tests/integration -q
 	@$(RUN) pytest tests/e2e -q $(E2E_FLAGS)
-	@mkdir -p test-results && $(RUN) python -m bench.chaos --smoke > test-results/chaos.json \
-	  && echo "chaos run: ok" || { cat test-results/chaos.json; exit 1; }
+	@$(call smoke,bench.chaos,chaos)
 	@$(MAKE) --no-print-directory bench-smoke
-	@$(RUN) python -m bench.log_queries --smoke > test-results/bench-log.json \
-	  && echo "log queries bench smoke: ok (test-results/bench-log.json)" \
-	  || { cat test-results/bench-log.json; exit 1; }
-	@$(RUN) python -m bench.deliver --smoke > test-results/bench-deliver.json \
-	  && echo "deliver bench smoke: ok (test-results/bench-deliver.json)" \
-	  || { cat test-results/bench-deliver.json; exit 1; }
+	@$(call smoke,bench.log_queries,bench-log)
+	@$(call smoke,bench.deliver,bench-deliver)
 
 lint: ## ruff check and format check
 	@$(RUN) ruff check --quiet .
@@ -116,9 +115,7 @@ bench: install services ## webhook ingestion benchmark, full size (JSON; about t
 	@$(RUN) python -m bench.ingest
 
 bench-smoke: install services ## the ingestion benchmark in seconds (make test runs it)
-	@mkdir -p test-results && $(RUN) python -m bench.ingest --smoke > test-results/bench-ingest.json \
-	  && echo "ingest bench smoke: ok (test-results/bench-ingest.json)" \
-	  || { cat test-results/bench-ingest.json; exit 1; }
+	@$(call smoke,bench.ingest,bench-ingest)
 
 bench-log: install services ## delivery-log queries on 1,000,000 rows: index plans + timings (JSON)
 	@$(RUN) python -m bench.log_queries $(if $(SMOKE),--smoke,)
