@@ -305,12 +305,6 @@ class Timeline:
 async def fetch_timeline(
     session: AsyncSession, workspace_id: int, dm_log_id: int
 ) -> Timeline | None:
-    # The summary row first: it carries the version the page polls with. Were the full row
-    # read first, a change landing between the two reads would pair the new version with the
-    # old evidence, and the settled page would never ask again.
-    row = await fetch_row(session, workspace_id, dm_log_id)
-    if row is None:
-        return None
     log = (
         await session.execute(
             select(DmLog).where(DmLog.id == dm_log_id, DmLog.workspace_id == workspace_id)
@@ -318,6 +312,9 @@ async def fetch_timeline(
     ).scalar_one_or_none()
     if log is None:
         return None
+    # The summary comes from the same read, so the version the page polls with always
+    # matches the evidence shown next to it.
+    row = LogRow(*(getattr(log, column.key) for column in _COLUMNS))
     comment = None
     if log.comment_row_id is not None:
         comment = await session.get(Comment, log.comment_row_id)
