@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 
 from app.campaigns.matching import keyword_is_matchable
 from app.db.models import CampaignScope, MatchMode
+from app.delivery.follow_ups import MAX_DELAY_MINUTES
 from app.delivery.messages import render
 
 MAX_NAME = 100
@@ -49,7 +50,6 @@ MAX_REPLIES = 10
 MAX_REPLY = 2200  # Instagram's comment length limit
 MAX_CAPTION = 2200
 PRIORITY_RANGE = (-1000, 1000)
-MAX_FOLLOW_UP_DELAY = 1440
 USERNAME_WORST_CASE = 30
 PLACEHOLDERS = ("{username}", "{link}")
 _PLACEHOLDER = re.compile(r"\{([^{}\s]{1,40})\}")
@@ -324,9 +324,9 @@ def check_two_step(input_: CampaignInput) -> dict[str, str]:
         delay = int(input_.follow_up_delay_minutes)
     except ValueError:
         delay = -1
-    if not 0 <= delay <= MAX_FOLLOW_UP_DELAY:
+    if not 0 <= delay <= MAX_DELAY_MINUTES:
         errors["follow_up_delay_minutes"] = (
-            f"The delay is a whole number of minutes from 0 to {MAX_FOLLOW_UP_DELAY} (24 hours)."
+            f"The delay is a whole number of minutes from 0 to {MAX_DELAY_MINUTES} (24 hours)."
         )
     if input_.dm_trigger_enabled and input_.match_mode == MatchMode.ANY_COMMENT:
         errors["dm_trigger_enabled"] = (
@@ -351,8 +351,8 @@ def check_keywords(keywords: list[str], label: str) -> str | None:
 def _check_button(button: LinkButton) -> str | None:
     if not button.title:
         return "Give the button a title."
-    if len(button.title) > MAX_BUTTON_TITLE:
-        return f"Button titles are at most {MAX_BUTTON_TITLE} characters ({len(button.title)})."
+    if problem := _check_button_title(button.title):
+        return problem
     if not button.url:
         return "Add the link this button opens."
     parts = urlsplit(button.url)
