@@ -10,6 +10,7 @@ without the link, saying so.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -37,9 +38,7 @@ from app.workspaces.team import (
     change_role,
     check_invite_input,
     create_invite,
-    get_open_invite,
     invite_link,
-    is_member,
     leave_workspace,
     list_members,
     list_open_invites,
@@ -118,16 +117,25 @@ async def _team_page(
     form: FormState | None = None,
     new_invite: NewInvite | None = None,
     notice: str | None = None,
+    invited: int | None = None,
     status_code: int = 200,
 ) -> Template:
-    """The Team page, or only its body when htmx asked (the invite form swaps it in place)."""
+    """The Team page, or only its body when htmx asked (the invite form swaps it in place).
+    `invited`: the invite just made by a form whose answer was not the link (a repeat)."""
     members = await list_members(session, viewer.workspace_id)
     owners = sum(1 for m in members if m.role is Role.OWNER)
+    invites = await list_open_invites(session, viewer.workspace_id)
+    made = next((invite for invite in invites if invite.id == invited), None)
+    if made is not None:
+        notice = (
+            f"The invite for {made.email} is made. Its link was shown once, when it "
+            "was made; if it was not copied, revoke the invite and make a new one."
+        )
     form = form or FormState()
     context = {
         "workspace_name": viewer.workspace_name,
         "members": _member_views(viewer, members),
-        "invites": await list_open_invites(session, viewer.workspace_id),
+        "invites": invites,
         "can_change": viewer.can_change,
         "can_leave": not (viewer.role is Role.OWNER and owners <= 1),
         "role_note": ROLE_NOTE,
@@ -151,6 +159,27 @@ def _refused(request: HTMXRequest, refusal: Refusal) -> Response[Any]:
     return notice_response(request, 422, "Nothing was changed", refusal.message)
 
 
+async def _change_team(
+    request: HTMXRequest,
+    resources: Resources,
+    editor: Viewer,
+    *,
+    scope: str,
+    done: str,
+    change: Callable[[AsyncSession], Awaitable[Refusal | None]],
+) -> Response[Any]:
+    """Run one change of the team under the form's one-time key: a refusal becomes a notice,
+    success goes back to the Team page saying `done` (a key of `_NOTICES`)."""
+
+    async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
+        refusal = await change(session)
+        if refusal is not None:
+            return Refused(_refused(request, refusal))
+        return redirect_to(f"/team?notice={done}")
+
+    return await idempotent(request, resources, editor, scope=scope, action=action)
+
+
 class TeamController(Controller):
     path = "/team"
 
@@ -167,14 +196,7 @@ class TeamController(Controller):
         message = _NOTICES.get(notice or "")
         if notice == "left":
             message = f"You left that workspace. You are now in {viewer.workspace_name}."
-        if invited is not None:
-            invite = await get_open_invite(db_session, viewer.workspace_id, invited)
-            if invite is not None:
-                message = (
-                    f"The invite for {invite.email} is made. Its link was shown once, when it "
-                    "was made; if it was not copied, revoke the invite and make a new one."
-                )
-        return await _team_page(request, db_session, viewer, notice=message)
+        return await _team_page(request, db_session, viewer, notice=message, invited=invited)
 
     @post("/invites", name="team_invite", status_code=200)
     async def invite(
@@ -242,18 +264,19 @@ class TeamController(Controller):
         resources: NamedDependency[Resources],
         invite_id: FromPath[int],
     ) -> Response[Any]:
-        async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
-            refusal = await revoke_invite(
+        return await _change_team(
+            request,
+            resources,
+            editor,
+            scope="team.revoke",
+            done="revoked",
+            change=lambda session: revoke_invite(
                 session,
                 workspace_id=editor.workspace_id,
                 actor_id=editor.user_id,
                 invite_id=invite_id,
-            )
-            if refusal is not None:
-                return Refused(_refused(request, refusal))
-            return redirect_to("/team?notice=revoked")
-
-        return await idempotent(request, resources, editor, scope="team.revoke", action=action)
+            ),
+        )
 
     @post("/members/{user_id:int}/role", name="team_role", status_code=200)
     async def role(
@@ -271,19 +294,20 @@ class TeamController(Controller):
                 request, 422, "Nothing was changed", "Choose owner, admin or member."
             )
 
-        async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
-            refusal = await change_role(
+        return await _change_team(
+            request,
+            resources,
+            editor,
+            scope="team.role",
+            done="role",
+            change=lambda session: change_role(
                 session,
                 workspace_id=editor.workspace_id,
                 actor_id=editor.user_id,
                 target_id=user_id,
                 role=new_role,
-            )
-            if refusal is not None:
-                return Refused(_refused(request, refusal))
-            return redirect_to("/team?notice=role")
-
-        return await idempotent(request, resources, editor, scope="team.role", action=action)
+            ),
+        )
 
     @post("/members/{user_id:int}/remove", name="team_remove", status_code=200)
     async def remove(
@@ -298,18 +322,19 @@ class TeamController(Controller):
                 request, 422, "Nothing was changed", "To leave this workspace, use Leave."
             )
 
-        async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
-            refusal = await remove_member(
+        return await _change_team(
+            request,
+            resources,
+            editor,
+            scope="team.remove",
+            done="removed",
+            change=lambda session: remove_member(
                 session,
                 workspace_id=editor.workspace_id,
                 actor_id=editor.user_id,
                 target_id=user_id,
-            )
-            if refusal is not None:
-                return Refused(_refused(request, refusal))
-            return redirect_to("/team?notice=removed")
-
-        return await idempotent(request, resources, editor, scope="team.remove", action=action)
+            ),
+        )
 
     @post("/leave", name="team_leave", status_code=200)
     async def leave(
@@ -364,7 +389,8 @@ class WorkspaceSwitchController(Controller):
             raise NotFoundException("No such workspace.") from None
 
         async def action(session: AsyncSession) -> Finished:
-            if not await is_member(session, workspace_id, viewer.user_id):
+            # The viewer, loaded for this request, already lists the user's workspaces.
+            if all(workspace.id != workspace_id for workspace in viewer.workspaces):
                 raise NotFoundException("No such workspace.")
             return redirect_to("/")
 

@@ -167,15 +167,6 @@ async def list_open_invites(session: AsyncSession, workspace_id: int) -> list[In
     ]
 
 
-async def get_open_invite(
-    session: AsyncSession, workspace_id: int, invite_id: int
-) -> InviteRow | None:
-    for invite in await list_open_invites(session, workspace_id):
-        if invite.id == invite_id:
-            return invite
-    return None
-
-
 @dataclass(frozen=True, slots=True)
 class WorkspaceChoice:
     id: int
