@@ -145,6 +145,14 @@ async def _member_role(resources: Resources, workspace_id: int, email: str) -> R
     return role
 
 
+async def _member_count(resources: Resources, workspace_id: int) -> int:
+    async with resources.sessionmaker() as session:
+        count = await session.scalar(
+            select(func.count()).where(WorkspaceMember.workspace_id == workspace_id)
+        )
+    return int(count or 0)
+
+
 async def _owner_count(resources: Resources, workspace_id: int) -> int:
     async with resources.sessionmaker() as session:
         count = await session.scalar(
@@ -461,13 +469,7 @@ async def test_a_double_submitted_sign_up_joins_once_and_both_answers_sign_in(
     assert home.status_code == 200
     assert "Sunny Bakes" in home.text
     _, workspace_id = await identity_of(resources, OWNER)
-    async with resources.sessionmaker() as session:
-        assert (
-            await session.scalar(
-                select(func.count()).where(WorkspaceMember.workspace_id == workspace_id)
-            )
-            == 2
-        )
+    assert await _member_count(resources, workspace_id) == 2
 
 
 # --- accepting as an existing user --------------------------------------------------------
@@ -552,13 +554,7 @@ async def test_two_accepts_at_once_join_once_and_the_other_is_told_it_was_used(
     used = next(a for a in answers if a.status_code == 410)
     assert "already been used" in used.text
     _, sunny_ws = await identity_of(resources, OWNER)
-    async with resources.sessionmaker() as session:
-        assert (
-            await session.scalar(
-                select(func.count()).where(WorkspaceMember.workspace_id == sunny_ws)
-            )
-            == 2
-        )
+    assert await _member_count(resources, sunny_ws) == 2
 
 
 async def test_an_invite_is_used_once_even_by_two_concurrent_transactions(
@@ -595,13 +591,7 @@ async def test_an_invite_is_used_once_even_by_two_concurrent_transactions(
     assert len(accepted) == 1
     assert len(refused) == 1
     assert refused[0].state is InviteState.USED
-    async with resources.sessionmaker() as session:
-        assert (
-            await session.scalar(
-                select(func.count()).where(WorkspaceMember.workspace_id == owner.workspace_id)
-            )
-            == 2
-        )
+    assert await _member_count(resources, owner.workspace_id) == 2
 
 
 # --- roles --------------------------------------------------------------------------------
