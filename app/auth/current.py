@@ -92,20 +92,19 @@ def session_identity(request: HTMXRequest) -> tuple[int, int] | None:
 
 
 async def provide_viewer(request: HTMXRequest, db_session: NamedDependency[AsyncSession]) -> Viewer:
-    identity = session_identity(request)
-    viewer = await load_viewer(db_session, *identity) if identity else None
+    viewer = await optional_viewer(request, db_session)
     if viewer is None:
         raise LoginRequired("Please sign in")
-    # Templates read it from here to draw the navigation and the user menu.
-    request.state[VIEWER_STATE_KEY] = viewer
     return viewer
 
 
 async def optional_viewer(request: HTMXRequest, session: AsyncSession) -> Viewer | None:
-    """The signed-in viewer for pages that anyone may open (an invite link), else None."""
+    """The signed-in viewer, else None (pages that anyone may open, such as an invite link,
+    call this directly)."""
     identity = session_identity(request)
     viewer = await load_viewer(session, *identity) if identity else None
     if viewer is not None:
+        # Templates read it from here to draw the navigation and the user menu.
         request.state[VIEWER_STATE_KEY] = viewer
     return viewer
 
