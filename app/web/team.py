@@ -82,8 +82,7 @@ class FormState:
     errors: dict[str, str] = field(default_factory=dict)
 
 
-def _member_views(viewer: Viewer, members: list[MemberRow]) -> list[MemberView]:
-    owners = sum(1 for m in members if m.role is Role.OWNER)
+def _member_views(viewer: Viewer, members: list[MemberRow], owners: int) -> list[MemberView]:
     views = []
     for m in members:
         is_self = m.user_id == viewer.user_id
@@ -134,7 +133,7 @@ async def _team_page(
     form = form or FormState()
     context = {
         "workspace_name": viewer.workspace_name,
-        "members": _member_views(viewer, members),
+        "members": _member_views(viewer, members, owners),
         "invites": invites,
         "can_change": viewer.can_change,
         "can_leave": not (viewer.role is Role.OWNER and owners <= 1),

@@ -126,8 +126,8 @@ class InviteRow:
     expires_at: datetime
     invited_by: str | None
 
-    def expired(self, now: datetime | None = None) -> bool:
-        return self.expires_at <= (now or datetime.now(UTC))
+    def expired(self) -> bool:
+        return self.expires_at <= datetime.now(UTC)
 
 
 async def list_members(session: AsyncSession, workspace_id: int) -> list[MemberRow]:
