@@ -200,15 +200,15 @@ async def test_the_preview_shows_the_opening_dm_and_the_prompt_before_the_link(
     client, _ = editor
     page = await client.get("/campaigns/new")
     headers = {"x-csrftoken": csrf_token(page.text), "hx-request": "true"}
-    response = await client.post(
-        "/campaigns/preview",
-        data={
-            "dm_text": "Here it is: {link}",
-            "button_title_1": "Recipe",
-            "button_url_1": "https://sunny.example/lemon",
-            **TWO_STEP,
-        },
-        headers=headers,
+
+    async def preview(**data: str) -> Any:
+        return await client.post("/campaigns/preview", data=data, headers=headers)
+
+    response = await preview(
+        dm_text="Here it is: {link}",
+        button_title_1="Recipe",
+        button_url_1="https://sunny.example/lemon",
+        **TWO_STEP,
     )
     html = unescape(response.text)
     opening = html.index('id="preview-opening"')
@@ -223,15 +223,7 @@ async def test_the_preview_shows_the_opening_dm_and_the_prompt_before_the_link(
     assert "Did you bake it, jane.doe? https://sunny.example/lemon" in html
     assert "90 minutes later" in html
 
-    plain = await client.post(
-        "/campaigns/preview",
-        data={"dm_text": "Hi", "opening_dm_text": "Tap for {link}"},
-        headers=headers,
-    )
+    plain = await preview(dm_text="Hi", opening_dm_text="Tap for {link}")
     assert 'id="preview-opening"' not in plain.text, "only switched-on steps are shown"
-    wrong = await client.post(
-        "/campaigns/preview",
-        data={"dm_text": "Hi", "opening_dm_enabled": "on", "opening_dm_text": "Tap for {link}"},
-        headers=headers,
-    )
+    wrong = await preview(dm_text="Hi", opening_dm_enabled="on", opening_dm_text="Tap for {link}")
     assert "give the link away" in wrong.text
