@@ -12,7 +12,8 @@
 - `record`: the leg's outcome plus the attempt row's, plus giving back the quota and the person
   claim on a definite failure — and, for a SENT reveal that answered a tap or a DM, inserting
   its follow-up row — in one statement, conditional on still holding the claim.
-- `settle_if_revealed`, `record_follow_check`: the DM flow's two extra steps, one statement each.
+- `settle_if_revealed`, `record_follow_check`: the DM flow's two extra steps, one statement each
+  (the first only when the load saw an earlier reveal, the second only for a re-check).
 
 They run on autocommit connections (`autocommit`): every statement is its own transaction,
 so a delivery costs one round trip per statement and no BEGIN/COMMIT.
@@ -106,28 +107,42 @@ class Delivery:
     follow_up_enabled: bool = False
     follow_up_text: str | None = None
     follow_up_delay_minutes: int = 0
+    # A PENDING tap or DM whose person another row already gave (or is giving) the link, as
+    # seen at load: `settle_if_revealed` then settles it (and checks again as it does).
+    revealed_elsewhere: bool = False
 
+
+# Another row of this campaign already gave the person the link, or is giving it (the `d` row
+# being a tap or a DM of a once-per-person campaign).
+_REVEALED_ELSEWHERE = f"""EXISTS (
+    SELECT 1 FROM campaign_recipients cr JOIN dm_logs h ON h.id = cr.dm_log_id
+    WHERE cr.campaign_id = d.campaign_id AND cr.recipient_id = d.recipient_id
+      AND cr.purpose = '{PersonClaim.REVEAL.value}' AND h.id <> d.id
+      AND h.pr_state IN ('SENT', 'UNCONFIRMED', 'IN_FLIGHT'))"""  # noqa: S608 - constants
 
 _LOAD = text(
-    """
+    f"""
 SELECT d.id, d.workspace_id, d.account_id, d.campaign_id, d.trigger_kind, d.trigger_id,
        d.recipient_id, d.recipient_username, d.deadline_at,
        d.pr_state, d.pr_attempts, d.pr_attempt_limit, d.pr_next_attempt_at, d.pr_evidence,
        d.pub_state, d.pub_attempts, d.pub_next_attempt_at,
        a.ig_user_id, a.status, a.paused_until, a.token_ciphertext, a.token_key_id,
        c.status, COALESCE(c.dm_text, ''), COALESCE(c.buttons, '[]'::jsonb),
-       COALESCE(c.public_replies, '{}'), COALESCE(c.once_per_person, true),
+       COALESCE(c.public_replies, '{{}}'), COALESCE(c.once_per_person, true),
        d.trigger_payload, d.source_log_id, d.message_text, d.message_kind,
        COALESCE(c.opening_dm_enabled, false), c.opening_dm_text, c.opening_dm_button_title,
        COALESCE(c.follow_gate_enabled, false), c.follow_prompt_text,
        c.follow_prompt_button_title,
        COALESCE(c.follow_up_enabled, false), c.follow_up_text,
-       COALESCE(c.follow_up_delay_minutes, 0)
+       COALESCE(c.follow_up_delay_minutes, 0),
+       CASE WHEN d.trigger_kind IN ('postback', 'message') AND d.pr_state = 'PENDING'
+                 AND c.once_per_person
+            THEN {_REVEALED_ELSEWHERE} ELSE false END
 FROM dm_logs d
 JOIN instagram_accounts a ON a.id = d.account_id
 LEFT JOIN campaigns c ON c.id = d.campaign_id
 WHERE d.id = :id
-"""
+"""  # noqa: S608 - composed from module constants; the only value is a bound parameter
 )
 
 
@@ -144,7 +159,7 @@ async def load_delivery(conn: AsyncConnection, dm_log_id: int) -> Delivery | Non
         payload, source, message_text, message_kind,
         opening, opening_text, opening_title,
         gate, prompt_text, prompt_title,
-        follow_up, follow_up_text, follow_up_delay,
+        follow_up, follow_up_text, follow_up_delay, revealed,
     ) = row  # fmt: skip
     return Delivery(
         id=id_,
@@ -187,6 +202,7 @@ async def load_delivery(conn: AsyncConnection, dm_log_id: int) -> Delivery | Non
         follow_up_enabled=bool(follow_up),
         follow_up_text=follow_up_text,
         follow_up_delay_minutes=int(follow_up_delay),
+        revealed_elsewhere=bool(revealed),
     )
 
 
@@ -634,11 +650,7 @@ UPDATE dm_logs d SET
     updated_at = now()
 FROM campaigns c
 WHERE d.id = :id AND d.pr_state = 'PENDING' AND c.id = d.campaign_id AND c.once_per_person
-  AND EXISTS (
-    SELECT 1 FROM campaign_recipients cr JOIN dm_logs h ON h.id = cr.dm_log_id
-    WHERE cr.campaign_id = d.campaign_id AND cr.recipient_id = d.recipient_id
-      AND cr.purpose = '{PersonClaim.REVEAL.value}' AND h.id <> d.id
-      AND h.pr_state IN ('SENT', 'UNCONFIRMED', 'IN_FLIGHT'))
+  AND {_REVEALED_ELSEWHERE}
 RETURNING d.id
 """  # noqa: S608 - composed from module constants; every value is a bound parameter
 )
@@ -647,7 +659,8 @@ RETURNING d.id
 async def settle_if_revealed(conn: AsyncConnection, dm_log_id: int) -> bool:
     """SKIPPED_DEDUP for a tap or DM whose person already has (or is getting) this campaign's
     link: no follow check, no prompt for someone who has the link. The claim would refuse the
-    reveal anyway; this only spares the person a pointless prompt."""
+    reveal anyway; this only spares the person a pointless prompt. Run only when the load saw
+    it (`Delivery.revealed_elsewhere`), so the common case costs no statement."""
     row = (await conn.execute(_SETTLE_IF_REVEALED, {"id": dm_log_id})).first()
     return row is not None
 

@@ -77,7 +77,9 @@ async def process_dm(resources: Resources, *, worker_id: str, dm_log_id: int) ->
             reason = "follow-ups were turned off for this campaign"
             await settle(conn, run, LegState.SKIPPED_CAMPAIGN_INACTIVE, reason, public=False)
             return report
-        if kind is not TriggerKind.FOLLOW_UP and await claims.settle_if_revealed(conn, delivery.id):
+        # The load saw whether another row already revealed the link to this person: only
+        # then is the settling statement worth running.
+        if delivery.revealed_elsewhere and await claims.settle_if_revealed(conn, delivery.id):
             report.private = LegState.SKIPPED_DEDUP.value
             report.notes.append("this person already got the link")
             return report
