@@ -66,3 +66,29 @@ class BulkInsert:
     async def execute(self, db: Db, rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
         """Insert `rows` (dicts keyed by column); returns the `RETURNING` rows of new ones."""
         return await fetch_tuples(db, self.sql, columns_of(self.columns, rows))
+
+
+# The PENDING `dm_logs` rows ingest makes: a matched comment's, a DM keyword trigger's (which
+# leaves the comment columns empty). A row already there (same trigger) adds nothing.
+INSERT_DM_LOGS = BulkInsert(
+    "dm_logs",
+    (
+        ("workspace_id", "bigint"),
+        ("account_id", "bigint"),
+        ("campaign_id", "bigint"),
+        ("campaign_version", "integer"),
+        ("trigger_kind", "varchar"),
+        ("trigger_id", "varchar"),
+        ("comment_row_id", "bigint"),
+        ("media_id", "varchar"),
+        ("recipient_id", "varchar"),
+        ("recipient_username", "varchar"),
+        ("trigger_text", "text"),
+        ("matched_keyword", "varchar"),
+        ("deadline_at", "timestamptz"),
+        ("pr_state", "varchar"),
+        ("pub_state", "varchar"),
+    ),
+    conflict="account_id, trigger_id",
+    returning="id",
+)

@@ -57,7 +57,7 @@ from app.db.models import (
 )
 from app.db.raw import Db, db_of, execute, fetch_tuples
 from app.delivery import messaging_triggers
-from app.delivery.bulk import BulkInsert, columns_of, unnest_arrays
+from app.delivery.bulk import INSERT_DM_LOGS, BulkInsert, columns_of, unnest_arrays
 from app.delivery.scheduling import PROCESS_COMMENT, delivery_key, job_for
 from app.instagram.webhook_payload import (
     CommentItem,
@@ -96,28 +96,6 @@ _INSERT_COMMENTS = BulkInsert(
     ),
     conflict="account_id, comment_id",
     returning="id, account_id, comment_id",
-)
-_INSERT_DM_LOGS = BulkInsert(
-    "dm_logs",
-    (
-        ("workspace_id", "bigint"),
-        ("account_id", "bigint"),
-        ("campaign_id", "bigint"),
-        ("campaign_version", "integer"),
-        ("trigger_kind", "varchar"),
-        ("trigger_id", "varchar"),
-        ("comment_row_id", "bigint"),
-        ("media_id", "varchar"),
-        ("recipient_id", "varchar"),
-        ("recipient_username", "varchar"),
-        ("trigger_text", "text"),
-        ("matched_keyword", "varchar"),
-        ("deadline_at", "timestamptz"),
-        ("pr_state", "varchar"),
-        ("pub_state", "varchar"),
-    ),
-    conflict="account_id, trigger_id",
-    returning="id",
 )
 _INSERT_MESSAGING = BulkInsert(
     "messaging_events",
@@ -346,7 +324,7 @@ async def _ingest_comment_batch(
         result.per_event[event_id]["duplicate"] += 1
     if log_rows:
         log_rows.sort(key=lambda row: (row["account_id"], row["trigger_id"]))
-        result.deliveries = [row[0] for row in await _INSERT_DM_LOGS.execute(db, log_rows)]
+        result.deliveries = [row[0] for row in await INSERT_DM_LOGS.execute(db, log_rows)]
     return result
 
 

@@ -26,18 +26,17 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from app.campaigns.rules import AccountRules
-from app.db.models import AccountStatus, MessagingMissReason, TriggerKind
+from app.db.models import AccountStatus, LegState, MessagingMissReason, TriggerKind
 from app.db.raw import Db, fetch_tuples
-from app.delivery.bulk import BulkInsert, columns_of, unnest_arrays
+from app.delivery.bulk import INSERT_DM_LOGS, columns_of, unnest_arrays
 from app.delivery.dm_triggers import choose_dm_campaign
+from app.delivery.follow_ups import MESSAGING_WINDOW
 from app.delivery.postbacks import parse_payload, postback_key
 from app.instagram.webhook_payload import MessagingItem, MessagingKind
 
-MESSAGING_WINDOW = timedelta(hours=24)
 _MAX_TRIGGER_ID = 255
 
 
@@ -142,10 +141,15 @@ def _dm(
             "campaign_version": campaign.version,
             "trigger_kind": TriggerKind.MESSAGE.value,
             "trigger_id": _dm_trigger_id(item),
+            "comment_row_id": None,
+            "media_id": None,
             "recipient_id": item.user_id,
+            "recipient_username": None,
             "trigger_text": item.text,
             "matched_keyword": match.keyword,
             "deadline_at": item.occurred_at + MESSAGING_WINDOW,
+            "pr_state": LegState.PENDING.value,
+            "pub_state": None,
         }
     )
     return None, {"campaign_id": campaign.id, "keyword": match.keyword}
@@ -212,23 +216,6 @@ FROM alloc a JOIN claimed c ON c.id = a.key
 ORDER BY a.key
 RETURNING id
 """  # noqa: S608 - composed from constants; every value is a bound array parameter
-_INSERT_DMS = BulkInsert(
-    "dm_logs",
-    (
-        ("workspace_id", "bigint"),
-        ("account_id", "bigint"),
-        ("campaign_id", "bigint"),
-        ("campaign_version", "integer"),
-        ("trigger_kind", "varchar"),
-        ("trigger_id", "varchar"),
-        ("recipient_id", "varchar"),
-        ("trigger_text", "text"),
-        ("matched_keyword", "varchar"),
-        ("deadline_at", "timestamptz"),
-    ),
-    conflict="account_id, trigger_id",
-    returning="id",
-)
 
 
 async def write(db: Db, work: MessagingWork) -> list[tuple[int, TriggerKind]]:
@@ -241,7 +228,7 @@ async def write(db: Db, work: MessagingWork) -> list[tuple[int, TriggerKind]]:
         created += [(row[0], TriggerKind.POSTBACK) for row in rows]
     if work.dms:
         dms = _unique(work.dms, "account_id", "trigger_id")
-        created += [(row[0], TriggerKind.MESSAGE) for row in await _INSERT_DMS.execute(db, dms)]
+        created += [(row[0], TriggerKind.MESSAGE) for row in await INSERT_DM_LOGS.execute(db, dms)]
     return created
 
 
