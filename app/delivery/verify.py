@@ -18,17 +18,17 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.crypto import TokenDecryptError
-from app.db.models import InstagramAccount, LegState, TriggerKind
-from app.delivery.claims import autocommit, load_delivery
-from app.delivery.follow_ups import FollowUpPlan, follow_up_cte, follow_up_for, follow_up_params
+from app.db.models import InstagramAccount, LegState, MessageKind, TriggerKind
+from app.delivery.claims import autocommit
+from app.delivery.follow_ups import FollowUpPlan, follow_up_cte, follow_up_params, plan_follow_up
 from app.delivery.scheduling import enqueue_delivery, enqueue_verification
 from app.instagram.classify import RETRYABLE_CODES
 from app.instagram.graph import GraphApiError, GraphError
@@ -45,8 +45,12 @@ MATCH_SLACK = timedelta(minutes=2)
 _LOAD = text(
     """
 SELECT d.pr_state, d.recipient_id, d.message_text, d.pr_message_id, d.pr_claimed_at,
-       d.pr_evidence, a.ig_user_id, a.token_ciphertext, a.token_key_id
+       d.pr_evidence, a.ig_user_id, a.token_ciphertext, a.token_key_id,
+       d.trigger_kind, d.message_kind, d.deadline_at, d.recipient_username,
+       COALESCE(c.follow_up_enabled, false), c.follow_up_text,
+       COALESCE(c.follow_up_delay_minutes, 0), COALESCE(c.buttons, '[]'::jsonb)
 FROM dm_logs d JOIN instagram_accounts a ON a.id = d.account_id
+LEFT JOIN campaigns c ON c.id = d.campaign_id
 WHERE d.id = :id
 """
 )
@@ -88,7 +92,7 @@ async def verify_unconfirmed(resources: Resources, dm_log_id: int) -> VerifyResu
         row = (await conn.execute(_LOAD, {"id": dm_log_id})).first()
     if row is None or row[0] != LegState.UNCONFIRMED:
         return VerifyResult("not_unconfirmed")
-    (_, recipient, sent_text, message_id, claimed_at, evidence, ig_user_id, ct, key_id) = row
+    (_, recipient, sent_text, message_id, claimed_at, evidence, ig_user_id, ct, key_id) = row[:9]
     previous = (evidence or {}).get("inbox_check") or {}
     try:
         token = open_access_token(
@@ -124,9 +128,9 @@ async def verify_unconfirmed(resources: Resources, dm_log_id: int) -> VerifyResu
         "created_time": found.get("created_time"),
         "matched_on": "message_id" if message_id and found.get("id") == message_id else "text",
     }
+    plan = _follow_up_of(row[9:])
     async with autocommit(resources.engine) as conn:
-        plan = await _follow_up_of(conn, dm_log_id)
-        row = (
+        confirmed = (
             await conn.execute(
                 _CONFIRM,
                 {
@@ -138,14 +142,26 @@ async def verify_unconfirmed(resources: Resources, dm_log_id: int) -> VerifyResu
                 },
             )
         ).first()
-    if row is not None and row[1] is not None:
-        await enqueue_delivery(resources.queue, row[1], row[2], kind=TriggerKind.FOLLOW_UP)
+    if confirmed is not None and confirmed[1] is not None:
+        await enqueue_delivery(
+            resources.queue, confirmed[1], confirmed[2], kind=TriggerKind.FOLLOW_UP
+        )
     return VerifyResult("confirmed", str(found.get("id")))
 
 
-async def _follow_up_of(conn: AsyncConnection, dm_log_id: int) -> FollowUpPlan | None:
-    delivery = await load_delivery(conn, dm_log_id)
-    return None if delivery is None else follow_up_for(delivery, delivery.message_kind)
+def _follow_up_of(loaded: Sequence[Any]) -> FollowUpPlan | None:
+    """The follow-up a reveal confirmed SENT schedules, from the columns `_LOAD` read for it."""
+    kind, message_kind, deadline_at, username, enabled, text, delay, buttons = loaded
+    return plan_follow_up(
+        trigger_kind=kind,
+        message_kind=MessageKind(message_kind) if message_kind else None,
+        enabled=bool(enabled),
+        text=text,
+        delay_minutes=int(delay),
+        deadline_at=deadline_at,
+        username=username,
+        buttons=list(buttons or []),
+    )
 
 
 async def _search(
