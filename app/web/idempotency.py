@@ -125,6 +125,44 @@ def request_fingerprint(
     return fingerprint_of(method, path, viewer.user_id, viewer.workspace_id, asked)
 
 
+def one_time_key(form: Any, request: HTMXRequest) -> str | None:
+    """The form's one-time key (or the `Idempotency-Key` header), if it is well formed."""
+    key = str(form.get(IDEMPOTENCY_FIELD) or request.headers.get(IDEMPOTENCY_HEADER) or "")
+    return key if _KEY_PATTERN.match(key) else None
+
+
+def missing_key_response(request: HTMXRequest) -> Response[Any]:
+    return notice_response(
+        request,
+        400,
+        "Please reload the page",
+        "This form is missing its one-time token, so it was not sent. Reload and try again.",
+    )
+
+
+def unfinished_response(
+    request: HTMXRequest, result: InProgress | Mismatch | Refused[Response[Any]]
+) -> Response[Any]:
+    """The answer to a key still running elsewhere, a key reused for another request, or a
+    refusal the action returned."""
+    if isinstance(result, InProgress):
+        return notice_response(
+            request,
+            409,
+            "Already in progress",
+            "We are still working on the first click. This page will show the result "
+            "once you reload it.",
+        )
+    if isinstance(result, Mismatch):
+        return notice_response(
+            request,
+            422,
+            "That form was already used",
+            "This one-time token was used for a different change. Reload the page and try again.",
+        )
+    return result.payload
+
+
 async def idempotent(
     request: HTMXRequest,
     resources: Resources,
@@ -136,14 +174,9 @@ async def idempotent(
     after_commit: Callable[[], Awaitable[None]] | None = None,
 ) -> Response[Any]:
     form = await request.form()
-    key = str(form.get(IDEMPOTENCY_FIELD) or request.headers.get(IDEMPOTENCY_HEADER) or "")
-    if not _KEY_PATTERN.match(key):
-        return notice_response(
-            request,
-            400,
-            "Please reload the page",
-            "This form is missing its one-time token, so it was not sent. Reload and try again.",
-        )
+    key = one_time_key(form, request)
+    if key is None:
+        return missing_key_response(request)
     fingerprint = request_fingerprint(
         request.method,
         request.url.path,
@@ -169,19 +202,4 @@ async def idempotent(
         await after_commit()
     if isinstance(result, Ran | Replay):
         return as_response(request, result.response)
-    if isinstance(result, InProgress):
-        return notice_response(
-            request,
-            409,
-            "Already in progress",
-            "We are still working on the first click. This page will show the result "
-            "once you reload it.",
-        )
-    if isinstance(result, Mismatch):
-        return notice_response(
-            request,
-            422,
-            "That form was already used",
-            "This one-time token was used for a different change. Reload the page and try again.",
-        )
-    return result.payload
+    return unfinished_response(request, result)

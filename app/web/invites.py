@@ -16,7 +16,6 @@ with the token's hash and the email, never the password.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -33,9 +32,7 @@ from app.auth.signin import SignInRefused, check_password, start_session
 from app.auth.throttle import LoginThrottle
 from app.operations.idempotency import (
     Finished,
-    InProgress,
     KeyRequest,
-    Mismatch,
     Ran,
     Refused,
     Replay,
@@ -44,11 +41,12 @@ from app.operations.idempotency import (
 )
 from app.resources import Resources
 from app.web.idempotency import (
-    IDEMPOTENCY_FIELD,
     as_response,
     idempotent,
-    notice_response,
+    missing_key_response,
+    one_time_key,
     redirect_to,
+    unfinished_response,
 )
 from app.workspaces.service import (
     InvalidUserError,
@@ -69,7 +67,6 @@ from app.workspaces.team import (
 )
 
 _HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
-_KEY_PATTERN = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
 _CLOSED = {
     InviteState.EXPIRED: (
         "This invite has expired",
@@ -228,9 +225,9 @@ class InviteController(Controller):
             if invite.state is not InviteState.OPEN:
                 return _closed(invite)
             return _invite_page(token, invite, "signup", errors=errors, status_code=422)
-        key = _one_time_key(form)
+        key = one_time_key(form, request)
         if key is None:
-            return _reload_notice(request)
+            return missing_key_response(request)
         joined: list[int] = []
 
         async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
@@ -265,7 +262,7 @@ class InviteController(Controller):
                 return _closed(await find_invite(db_session, token))
             await db_session.commit()
             return await _land(request, db_session, user_id, invite, outcome.response)
-        return _unfinished(request, outcome)
+        return unfinished_response(request, outcome)
 
     @post("/{token:str}/signin", name="invite_signin", status_code=200)
     async def signin(
@@ -299,9 +296,9 @@ class InviteController(Controller):
                 status_code=user_id.status_code,
             )
         await db_session.commit()  # last_login_at
-        key = _one_time_key(form)
+        key = one_time_key(form, request)
         if key is None:
-            return _reload_notice(request)
+            return missing_key_response(request)
 
         async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
             result = await accept_invite(session, token=token, user_id=user_id, email=invite.email)
@@ -314,7 +311,7 @@ class InviteController(Controller):
         )
         if isinstance(outcome, Ran | Replay):
             return await _land(request, db_session, user_id, invite, outcome.response)
-        return _unfinished(request, outcome)
+        return unfinished_response(request, outcome)
 
 
 async def _visitor_mode(session: AsyncSession, email: str) -> str:
@@ -330,26 +327,12 @@ def _address(request: HTMXRequest) -> str:
     return request.client.host if request.client else "unknown"
 
 
-def _one_time_key(form: Any) -> str | None:
-    key = str(form.get(IDEMPOTENCY_FIELD) or "")
-    return key if _KEY_PATTERN.match(key) else None
-
-
 def _key_request(scope: str, key: str, token: str, invite: InviteView) -> KeyRequest:
     # Fingerprinted with the token's hash and the email: never the password.
     return KeyRequest(
         scope=scope,
         key=key,
         fingerprint=fingerprint_of(scope, hash_token(token), invite.email),
-    )
-
-
-def _reload_notice(request: HTMXRequest) -> Response[Any]:
-    return notice_response(
-        request,
-        400,
-        "Please reload the page",
-        "This form is missing its one-time token, so it was not sent. Reload and try again.",
     )
 
 
@@ -367,20 +350,3 @@ async def _land(
         return as_response(request, stored)
     # Accepted, but no longer a member (removed in between): the link is spent all the same.
     return _closed(replace(invite, state=InviteState.USED))
-
-
-def _unfinished(
-    request: HTMXRequest, outcome: InProgress | Mismatch | Refused[Response[Any]]
-) -> Response[Any]:
-    if isinstance(outcome, InProgress):
-        return notice_response(
-            request,
-            409,
-            "Already in progress",
-            "We are still working on the first click. Reload this page in a moment.",
-        )
-    if isinstance(outcome, Mismatch):
-        return notice_response(
-            request, 422, "That form was already used", "Reload the page and try again."
-        )
-    return outcome.payload
