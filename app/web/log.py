@@ -61,6 +61,7 @@ from app.delivery_log.queries import (
 from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
 from app.web.idempotency import as_response, idempotent, notice_response, redirect_to
+from app.web.templating import wants_partial
 
 _HEADERS = {"Cache-Control": "no-store", "Vary": "HX-Request"}
 _NOTICES = {
@@ -72,10 +73,6 @@ ROLE_NOTE = "Your role lets you see deliveries; owners and admins can retry them
 
 def _url(path: str, items: list[tuple[str, str]]) -> str:
     return f"{path}?{urlencode(items)}" if items else path
-
-
-def _wants_partial(request: HTMXRequest) -> bool:
-    return bool(request.htmx) and not request.htmx.history_restore_request
 
 
 def _state_options() -> list[tuple[str, str]]:
@@ -215,7 +212,7 @@ class LogController(Controller):
         db_session: NamedDependency[AsyncSession],
         dm_log_id: FromPath[int],
     ) -> Template | Response[Any]:
-        partial = _wants_partial(request)
+        partial = wants_partial(request)
         seen = request.query_params.get("v")
         if partial and seen:
             # The open timeline polls every 3 s: answer "unchanged" from the summary row alone.
@@ -382,7 +379,7 @@ def _pager(
 def _page(request: HTMXRequest, context: dict[str, Any], *, full: str, partial: str) -> Template:
     """The full page, or for htmx only its results, with the URL of what is shown pushed."""
     headers = dict(_HEADERS)
-    if _wants_partial(request):
+    if wants_partial(request):
         headers["HX-Push-Url"] = str(context["here"])
         return Template(partial, context=context, headers=headers)
     return Template(full, context=context, headers=headers)

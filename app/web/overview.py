@@ -22,6 +22,7 @@ from app.db.models import AccountStatus
 from app.delivery_log.overview import load_overview
 from app.health import check_health
 from app.resources import Resources
+from app.web.templating import wants_partial
 
 
 @get("/", name="home")
@@ -45,7 +46,7 @@ async def home(
         "today": overview.day.date(),
         "now": datetime.now(UTC),
     }
-    partial = bool(request.htmx) and not request.htmx.history_restore_request
+    partial = wants_partial(request)
     return Template(
         "partials/overview_body.html" if partial else "overview.html",
         context=context,
