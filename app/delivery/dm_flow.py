@@ -35,9 +35,7 @@ from app.delivery.scheduling import enqueue_delivery
 from app.delivery.send_steps import (
     Report,
     Run,
-    due,
-    load_run,
-    may_send,
+    open_run,
     send_claimed,
     settle,
 )
@@ -61,17 +59,12 @@ class _Choice:
 async def process_dm(resources: Resources, *, worker_id: str, dm_log_id: int) -> Report:
     report = Report()
     async with claims.autocommit(resources.engine) as conn:
-        run = await load_run(
+        run = await open_run(
             conn, resources, report, worker_id=worker_id, dm_log_id=dm_log_id, kinds=DM_TRIGGERS
         )
         if run is None:
             return report
-        delivery, now = run.delivery, run.now
-        if not due(delivery.pr_state, delivery.pr_next_attempt_at, now):
-            report.notes.append("nothing due")
-            return report
-        if not await may_send(conn, run, pr_due=True, pub_due=False):
-            return report
+        delivery = run.delivery
         kind = TriggerKind(delivery.trigger_kind)
         if kind is TriggerKind.FOLLOW_UP and not delivery.follow_up_enabled:
             reason = "follow-ups were turned off for this campaign"

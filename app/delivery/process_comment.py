@@ -38,11 +38,9 @@ from app.delivery.send_steps import (
     REDIS_WAIT,
     Report,
     Run,
-    due,
     elapsed_ms,
     failure,
-    load_run,
-    may_send,
+    open_run,
     record,
     send_claimed,
 )
@@ -62,19 +60,12 @@ BUDGET_JITTER_S = 30.0
 async def process_comment(resources: Resources, *, worker_id: str, dm_log_id: int) -> Report:
     report = Report()
     async with claims.autocommit(resources.engine) as conn:
-        run = await load_run(
+        run = await open_run(
             conn, resources, report, worker_id=worker_id, dm_log_id=dm_log_id, kinds=_COMMENTS
         )
         if run is None:
             return report
-        delivery, now = run.delivery, run.now
-        pr_due = due(delivery.pr_state, delivery.pr_next_attempt_at, now)
-        pub_due = due(delivery.pub_state, delivery.pub_next_attempt_at, now)
-        if not (pr_due or pub_due):
-            report.notes.append("nothing due")
-            return report
-        if not await may_send(conn, run, pr_due=pr_due, pub_due=pub_due):
-            return report
+        pr_due, pub_due = run.pr_due, run.pub_due
         held: _Held | None = None
         if pr_due and not pub_due:
             # The common case: claim on the connection that loaded the row.

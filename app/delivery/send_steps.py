@@ -72,13 +72,15 @@ class Run:
     report: Report
     token: str = ""
     next_due: list[datetime] = field(default_factory=list)
+    pr_due: bool = False
+    pub_due: bool = False
 
     @property
     def is_comment(self) -> bool:
         return self.delivery.trigger_kind == TriggerKind.COMMENT
 
 
-async def load_run(
+async def open_run(
     conn: AsyncConnection,
     resources: Resources,
     report: Report,
@@ -87,8 +89,9 @@ async def load_run(
     dm_log_id: int,
     kinds: frozenset[TriggerKind],
 ) -> Run | None:
-    """The row to deliver, or None (noted in `report`): missing, or of a kind the other flow
-    handles (`report.wrong_flow`)."""
+    """The row to deliver, with which legs are due, or None (noted in `report`): missing, of
+    a kind the other flow handles (`report.wrong_flow`), nothing due, or not to be sent now
+    (`may_send` settled or postponed it)."""
     delivery = await claims.load_delivery(conn, dm_log_id)
     if delivery is None:
         report.notes.append("no such log row")
@@ -97,7 +100,17 @@ async def load_run(
         report.notes.append(f"not for this flow ({delivery.trigger_kind})")
         report.wrong_flow = True
         return None
-    return Run(resources, worker_id, delivery, datetime.now(UTC), report)
+    now = datetime.now(UTC)
+    run = Run(resources, worker_id, delivery, now, report)
+    run.pr_due = due(delivery.pr_state, delivery.pr_next_attempt_at, now)
+    # Only a comment has a public-reply leg (a DM row's `pub_state` is NULL).
+    run.pub_due = due(delivery.pub_state, delivery.pub_next_attempt_at, now)
+    if not (run.pr_due or run.pub_due):
+        report.notes.append("nothing due")
+        return None
+    if not await may_send(conn, run, pr_due=run.pr_due, pub_due=run.pub_due):
+        return None
+    return run
 
 
 def due(state: LegState | None, next_at: datetime | None, now: datetime) -> bool:
