@@ -1,7 +1,8 @@
 """The steps every send shares, for the comment flow and the DM flow alike.
 
-- `may_send`: campaign active, account able to send, deadline ahead (7 days for a private
-  reply, 24 hours for a DM), token readable — or the legs are settled / postponed;
+- `open_run`: the row loaded, which legs are due, and `may_send`: campaign active, account
+  able to send, deadline ahead (7 days for a private reply, 24 hours for a DM), token
+  readable — or the legs are settled / postponed;
 - `send_claimed`: the call(s) under a won claim — the message, then its plain-text fallback if
   Meta refused the template itself (a second attempt row under the same claim) — then one
   record statement, an inbox check for an UNCONFIRMED outcome, and the job of a follow-up the
