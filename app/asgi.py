@@ -27,7 +27,7 @@ from app.settings import Settings, load_settings
 from app.web.accounts import AccountsController
 from app.web.auth import AuthController
 from app.web.campaigns import CampaignsController
-from app.web.deps import provide_db_session, provide_resources
+from app.web.deps import close_request_session, provide_db_session, provide_resources
 from app.web.errors import http_exception_handler, internal_error_handler
 from app.web.health import HealthController
 from app.web.invites import InviteController
@@ -76,12 +76,15 @@ def create_app(settings: Settings | None = None) -> Litestar:
         lifespan=[lifespan, webhook_intake_lifespan],
         dependencies={
             "resources": Provide(provide_resources, sync_to_thread=False),
-            "db_session": Provide(provide_db_session),
+            "db_session": Provide(provide_db_session, sync_to_thread=False),
             "viewer": Provide(provide_viewer),
             "editor": Provide(provide_editor),
         },
         stores={SESSION_STORE: session_store(sessions_redis)},
-        middleware=[session_config(secure=settings.cookie_secure).middleware],
+        middleware=[
+            session_config(secure=settings.cookie_secure).middleware,
+            close_request_session,
+        ],
         plugins=[HTMXPlugin()],
         template_config=template_config(),
         csrf_config=CSRFConfig(
