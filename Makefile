@@ -109,7 +109,8 @@ e2e: install services chromium ## browser tests in Debian's Chromium
 
 chromium: ## install Debian's chromium when it is absent (never `playwright install`)
 	@command -v chromium >/dev/null || { echo "installing Debian's chromium"; \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }
 
 bench: install services ## webhook ingestion benchmark, full size (JSON; about two minutes)
 	@$(RUN) python -m bench.ingest
