@@ -1,4 +1,4 @@
-"""Command line for the web side: `python -m app serve | create-user | invite | check-settings`.
+"""Command line for the web side: `python -m app serve | migrate | create-user | invite | ...`.
 
 Settings are loaded before anything else, so a missing or malformed one stops the process
 with one line naming it (exit status 2) instead of a stack trace from deep inside a server.
@@ -20,6 +20,7 @@ from alembic.config import Config as AlembicConfig
 
 from app.asgi import create_app
 from app.delivery.outbox import redrive_failed
+from app.instagram.token_rotation import RotationReport, rotate_tokens
 from app.logs import configure_logging
 from app.resources import Resources
 from app.settings import Settings, SettingsError, load_settings
@@ -78,6 +79,11 @@ def main(argv: list[str] | None = None) -> int:
         "--since", type=datetime.fromisoformat, help="only events received at or after (ISO)"
     )
 
+    commands.add_parser(
+        "rotate-tokens",
+        help="re-encrypt every stored Instagram token under ENCRYPTION_KEY (after a key change)",
+    )
+
     args = parser.parse_args(argv)
     try:
         settings = load_settings()
@@ -97,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(_invite(settings, args.email, args.invitee, args.role, args.workspace))
     if args.command == "redrive-webhooks":
         return asyncio.run(_redrive(settings, args.since))
+    if args.command == "rotate-tokens":
+        return asyncio.run(_rotate_tokens(settings))
     if args.command == "migrate":
         alembic_command.upgrade(AlembicConfig(str(ROOT / "alembic.ini")), "head")
         return 0
@@ -126,6 +134,40 @@ async def _redrive(settings: Settings, since: datetime | None) -> int:
         await resources.close()
     print(f"returned {count} webhook events to the outbox; the worker ingests them shortly")
     return 0
+
+
+async def _rotate_tokens(settings: Settings) -> int:
+    resources = await Resources.open(settings, db_pool_size=1)
+    try:
+        report = await rotate_tokens(resources.sessionmaker, resources.cipher)
+    finally:
+        await resources.close()
+    print(_rotation_summary(report))
+    # Non-zero until nothing needs an old key, so a script never drops a key still in use.
+    return 0 if report.remaining == 0 else 1
+
+
+def _rotation_summary(report: RotationReport) -> str:
+    lines = [
+        f"current key {report.key_id}: re-sealed {report.resealed}, "
+        f"already current {report.already_current}, "
+        f"changed during the run {report.changed} (left as their writer stored them), "
+        f"unreadable {len(report.unreadable_accounts)}"
+    ]
+    if report.unreadable_accounts:
+        ids = ", ".join(str(account_id) for account_id in report.unreadable_accounts)
+        lines.append(
+            f"unreadable tokens (instagram_accounts.id {ids}): their key is not in "
+            "ENCRYPTION_KEY or ENCRYPTION_OLD_KEYS; add it back, or reconnect those accounts"
+        )
+    if report.remaining:
+        lines.append(
+            f"{report.remaining} tokens are still under another key: keep ENCRYPTION_OLD_KEYS "
+            "and run rotate-tokens again once every process uses the new ENCRYPTION_KEY"
+        )
+    else:
+        lines.append("no token needs an old key any more: ENCRYPTION_OLD_KEYS can be emptied")
+    return "\n".join(lines)
 
 
 async def _create_user(
