@@ -10,16 +10,21 @@ import argparse
 import asyncio
 import getpass
 import os
+import socket
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 
 import uvicorn
 from alembic import command as alembic_command
 from alembic.config import Config as AlembicConfig
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from app.asgi import create_app
 from app.delivery.outbox import redrive_failed
+from app.heartbeat import HEARTBEAT_STALE_S, HEARTBEAT_TTL_S, host_heartbeat
 from app.instagram.token_rotation import RotationReport, rotate_tokens
 from app.logs import configure_logging
 from app.resources import Resources
@@ -84,6 +89,15 @@ def main(argv: list[str] | None = None) -> int:
         help="re-encrypt every stored Instagram token under ENCRYPTION_KEY (after a key change)",
     )
 
+    worker_health = commands.add_parser(
+        "worker-health",
+        help=f"exit 0 only if a worker on this host beat within {HEARTBEAT_STALE_S} s "
+        "(the worker container's health check)",
+    )
+    worker_health.add_argument(
+        "--host", default=socket.gethostname(), help="whose worker (default: this hostname)"
+    )
+
     args = parser.parse_args(argv)
     try:
         settings = load_settings()
@@ -103,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(_invite(settings, args.email, args.invitee, args.role, args.workspace))
     if args.command == "redrive-webhooks":
         return asyncio.run(_redrive(settings, args.since))
+    if args.command == "worker-health":
+        return asyncio.run(_worker_health(settings, args.host))
     if args.command == "rotate-tokens":
         return asyncio.run(_rotate_tokens(settings))
     if args.command == "migrate":
@@ -133,6 +149,32 @@ async def _redrive(settings: Settings, since: datetime | None) -> int:
     finally:
         await resources.close()
     print(f"returned {count} webhook events to the outbox; the worker ingests them shortly")
+    return 0
+
+
+async def _worker_health(settings: Settings, host: str) -> int:
+    # Redis alone: a health check must not need the database, nor open a pool of connections.
+    redis = Redis.from_url(settings.redis_url, socket_connect_timeout=3, socket_timeout=3)
+    now = time.time()
+    try:
+        beat = await host_heartbeat(redis, host, now)
+    except RedisError as exc:
+        print(f"oncereply: cannot read worker heartbeats from Redis: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        await redis.aclose()
+    if beat is None:
+        print(f"no worker heartbeat from {host} in the last {HEARTBEAT_TTL_S} s", file=sys.stderr)
+        return 1
+    age = beat.age(now)
+    if age > HEARTBEAT_STALE_S:
+        print(
+            f"worker {beat.worker_id} last beat {age:.0f} s ago "
+            f"(stale after {HEARTBEAT_STALE_S} s: wedged?)",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"worker {beat.worker_id} beat {age:.0f} s ago, {beat.jobs_done} jobs done")
     return 0
 
 

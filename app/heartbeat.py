@@ -95,5 +95,10 @@ async def live_heartbeats(redis: Redis, now: float) -> list[Heartbeat]:
     return sorted(beats, key=lambda beat: beat.beat_at, reverse=True)
 
 
+async def host_heartbeat(redis: Redis, host: str, now: float) -> Heartbeat | None:
+    """The freshest live beat written from `host`: in a container, that container's worker."""
+    return next((beat for beat in await live_heartbeats(redis, now) if beat.host == host), None)
+
+
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
