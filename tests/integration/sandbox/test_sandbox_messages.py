@@ -250,6 +250,24 @@ def test_token_without_messaging_scope(graph: httpx.Client, admin: SandboxAdmin)
     assert admin.requests(endpoint="messages")[0]["error"]["code"] == 200
 
 
+def test_private_reply_also_needs_the_comments_scope(
+    graph: httpx.Client, admin: SandboxAdmin
+) -> None:
+    messages_only = admin.mint_token(
+        "sunny.bakes", scopes=["instagram_business_basic", "instagram_business_manage_messages"]
+    )["access_token"]
+    answer = private_reply(graph, messages_only, OLGA_COMMENT)
+    assert answer.status_code == 403
+    error = error_of(answer)
+    assert error["code"] == 200
+    assert "instagram_business_manage_comments" in error["message"]
+    assert admin.comment_stats(OLGA_COMMENT)["private_replies_delivered"] == 0
+
+    # A DM inside the window acts on no comment: the messaging scope is enough.
+    admin.fan_dm("jane.doe", "sunny.bakes", "Hi!")
+    assert direct_message(graph, messages_only, JANE_SUNNY_IGSID).status_code == 200
+
+
 def test_media_share_only_of_the_accounts_own_media(
     graph: httpx.Client, admin: SandboxAdmin, token: str
 ) -> None:
