@@ -126,7 +126,9 @@ def _send(call: GraphCall, account: Account) -> Reply:
         call.structured("message"),
         lambda media_id: media_id in media and media[media_id].owner_id == account.user_id,
     )
-    sandbox.limits.take_send(account.user_id, now, settings.sends_per_second)
+    sandbox.limits.take_send(
+        account.user_id, now, settings.sends_per_second, settings.private_replies_per_hour
+    )
 
     if isinstance(comment_id, str):
         comment = world.comments.get(comment_id)
