@@ -53,8 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="serve the web app (dashboard and webhooks)")
-    serve.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
-    serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+    serve.add_argument("--host", help="interface to bind (default: $HOST, else 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default: $PORT, else 8000)")
 
     create_user = commands.add_parser("create-user", help="create a user who owns a new workspace")
     create_user.add_argument("--email", required=True)
@@ -107,7 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(settings.log_level)
 
     if args.command == "serve":
-        return _serve(settings, args.host, args.port)
+        host = args.host or os.environ.get("HOST") or "127.0.0.1"
+        port = args.port if args.port is not None else _port_from_env()
+        if port is None:
+            print("oncereply: PORT: must be a port number (1-65535)", file=sys.stderr)
+            return 2
+        return _serve(settings, host, port)
     if args.command == "create-user":
         password = args.password or os.environ.get("ONCEREPLY_PASSWORD") or getpass.getpass()
         return asyncio.run(
@@ -126,6 +131,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print("settings are valid")
     return 0
+
+
+def _port_from_env() -> int | None:
+    raw = os.environ.get("PORT", "").strip() or "8000"
+    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
+        return None
+    return int(raw)
 
 
 def _serve(settings: Settings, host: str, port: int) -> int:
