@@ -36,5 +36,8 @@ ENTRYPOINT ["/bin/sh", "-c", "case \"$0\" in \
   *) exec \"$0\" \"$@\" ;; esac"]
 CMD ["web"]
 
+# Probes the `web` command on the port it serves ($PORT, default 8000). A `worker` container
+# has no HTTP port: its check is `python -m app worker-health` (set in docker-compose.yml; with
+# plain docker: --health-cmd "python -m app worker-health").
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s \
-  CMD ["python", "-c", "import sys, urllib.request; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8000/health/live', timeout=4).status == 200 else 1)"]
+  CMD ["python", "-c", "import os, sys, urllib.request; url = 'http://127.0.0.1:%s/health/live' % os.environ.get('PORT', '8000'); sys.exit(0 if urllib.request.urlopen(url, timeout=4).status == 200 else 1)"]

@@ -3,6 +3,8 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 export UV_PYTHON_DOWNLOADS := never
+# Where `pip install --user` (the install target's fallback) puts uv: later recipes find it.
+export PATH := $(HOME)/.local/bin:$(PATH)
 UV ?= uv
 RUN := $(UV) run --frozen
 # $(call smoke,module,name): run a bench/chaos module's smoke size into test-results/name.json;
@@ -10,6 +12,8 @@ RUN := $(UV) run --frozen
 smoke = mkdir -p test-results && $(RUN) python -m $(1) --smoke > test-results/$(2).json \
   && echo "$(2) smoke: ok (test-results/$(2).json)" || { cat test-results/$(2).json; exit 1; }
 DEV_DB ?= oncereply
+# make dev copies each process's output here (git-ignored) to show it when a start fails.
+DEV_LOGS := .dev
 E2E_FLAGS := --screenshot only-on-failure --output test-results/playwright
 
 .PHONY: help install services env migrate dev web worker sandbox test lint format typecheck \
@@ -20,7 +24,13 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
 install: ## install the pinned packages into .venv (bootstraps uv with pip when absent)
-	@command -v $(UV) >/dev/null || python3 -m pip install --quiet uv
+	@command -v $(UV) >/dev/null || { echo "installing uv with pip"; \
+	  if ! out=$$(python3 -m pip install --quiet uv 2>&1); then \
+	    if ! grep -q externally-managed-environment <<<"$$out"; then echo "$$out"; exit 1; fi; \
+	    echo "this Python is managed by Debian (PEP 668): installing uv for this user instead"; \
+	    python3 -m pip install --quiet --user --break-system-packages uv || exit 1; \
+	  fi; \
+	  command -v $(UV) >/dev/null || { echo "uv was installed but is not on PATH"; exit 1; }; }
 	@$(UV) sync --frozen --quiet
 
 services: ## make sure PostgreSQL and Redis answer on loopback; create the dev database
@@ -53,21 +63,45 @@ migrate: install ## apply every migration to the database in DATABASE_URL (.env)
 dev: install services .env migrate ## run web (:8000), worker and the Instagram sandbox (:8100); Ctrl-C stops all
 	@set -a; . ./.env; set +a; \
 	ONCEREPLY_PASSWORD="$$DEMO_PASSWORD" $(RUN) python -m app create-user --email "$$DEMO_EMAIL" \
-	  --workspace "Demo workspace" --if-missing; \
-	trap 'trap - INT TERM EXIT; kill $$(jobs -p) 2>/dev/null; wait; echo; echo "stopped web, worker and sandbox"' INT TERM EXIT; \
+	  --workspace "Demo workspace" --if-missing || exit 1; \
+	mkdir -p $(DEV_LOGS); \
+	stop() { trap - INT TERM EXIT; kill $$(jobs -p) 2>/dev/null; wait; echo; echo "stopped web, worker and sandbox"; }; \
+	trap 'stop; exit 130' INT; trap 'stop; exit 143' TERM; trap stop EXIT; \
 	SANDBOX_INSTAGRAM_APP_ID="$$INSTAGRAM_APP_ID" SANDBOX_INSTAGRAM_APP_SECRET="$$INSTAGRAM_APP_SECRET" \
 	SANDBOX_META_APP_SECRET="$$META_APP_SECRET" SANDBOX_WEBHOOK_VERIFY_TOKEN="$$WEBHOOK_VERIFY_TOKEN" \
 	SANDBOX_WEBHOOK_CALLBACK_URL="http://127.0.0.1:8000/webhooks/instagram" \
-	SANDBOX_PUBLIC_URL="http://127.0.0.1:8100" $(RUN) python -m sandbox --port 8100 & \
-	$(RUN) python -m app serve --host 0.0.0.0 --port 8000 & \
-	$(RUN) python -m worker & \
+	SANDBOX_PUBLIC_URL="http://127.0.0.1:8100" \
+	  $(RUN) python -m sandbox --port 8100 > >(tee -i $(DEV_LOGS)/sandbox.log) 2>&1 & \
+	sandbox_pid=$$!; \
+	$(RUN) python -m app serve --host 0.0.0.0 --port 8000 > >(tee -i $(DEV_LOGS)/web.log) 2>&1 & \
+	web_pid=$$!; \
+	$(RUN) python -m worker > >(tee -i $(DEV_LOGS)/worker.log) 2>&1 & \
+	worker_pid=$$!; \
+	status=000; exited=; rm -f $(DEV_LOGS)/health.json; \
 	for _ in $$(seq 1 120); do \
-	  curl -fsS -o /dev/null http://127.0.0.1:8000/health 2>/dev/null && break; sleep 0.5; \
+	  status=$$(curl -s -o $(DEV_LOGS)/health.json -w '%{http_code}' --max-time 2 \
+	    http://127.0.0.1:8000/health); \
+	  [ "$$status" = 200 ] && break; \
+	  for job in sandbox:$$sandbox_pid web:$$web_pid worker:$$worker_pid; do \
+	    kill -0 "$${job#*:}" 2>/dev/null || { exited=$${job%%:*}; break 2; }; \
+	  done; \
+	  sleep 0.5; \
 	done; \
+	if [ "$$status" != 200 ]; then \
+	  echo; \
+	  if [ -n "$$exited" ]; then echo "make dev: FAILED: the $$exited process exited before /health answered"; \
+	  else echo "make dev: FAILED: http://127.0.0.1:8000/health did not answer 200 within 60 s (last status $$status)"; fi; \
+	  if [ -s $(DEV_LOGS)/health.json ]; then echo "last /health answer: $$(head -c 600 $(DEV_LOGS)/health.json)"; fi; \
+	  for name in sandbox web worker; do \
+	    echo "--- last lines of the $$name process ($(DEV_LOGS)/$$name.log)"; tail -n 20 $(DEV_LOGS)/$$name.log; \
+	  done; \
+	  exit 1; \
+	fi; \
 	echo; \
 	echo "  OnceReply   http://localhost:8000   (log in as $$DEMO_EMAIL / $$DEMO_PASSWORD)"; \
 	echo "  Sandbox     http://127.0.0.1:8100   (play a fan: comment, follow, read DMs)"; \
 	echo "  Health      http://localhost:8000/health"; \
+	echo "  Logs        $(DEV_LOGS)/{web,worker,sandbox}.log"; \
 	echo "  Ctrl-C stops everything."; \
 	echo; \
 	wait
@@ -109,7 +143,8 @@ e2e: install services chromium ## browser tests in Debian's Chromium
 
 chromium: ## install Debian's chromium when it is absent (never `playwright install`)
 	@command -v chromium >/dev/null || { echo "installing Debian's chromium"; \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }
 
 bench: install services ## webhook ingestion benchmark, full size (JSON; about two minutes)
 	@$(RUN) python -m bench.ingest

@@ -1,4 +1,4 @@
-"""Command line for the web side: `python -m app serve | create-user | invite | check-settings`.
+"""Command line for the web side: `python -m app serve | migrate | create-user | invite | ...`.
 
 Settings are loaded before anything else, so a missing or malformed one stops the process
 with one line naming it (exit status 2) instead of a stack trace from deep inside a server.
@@ -10,16 +10,22 @@ import argparse
 import asyncio
 import getpass
 import os
+import socket
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 
 import uvicorn
 from alembic import command as alembic_command
 from alembic.config import Config as AlembicConfig
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from app.asgi import create_app
 from app.delivery.outbox import redrive_failed
+from app.heartbeat import HEARTBEAT_STALE_S, HEARTBEAT_TTL_S, host_heartbeat
+from app.instagram.token_rotation import RotationReport, rotate_tokens
 from app.logs import configure_logging
 from app.resources import Resources
 from app.settings import Settings, SettingsError, load_settings
@@ -47,8 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="serve the web app (dashboard and webhooks)")
-    serve.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
-    serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+    serve.add_argument("--host", help="interface to bind (default: $HOST, else 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default: $PORT, else 8000)")
 
     create_user = commands.add_parser("create-user", help="create a user who owns a new workspace")
     create_user.add_argument("--email", required=True)
@@ -78,6 +84,20 @@ def main(argv: list[str] | None = None) -> int:
         "--since", type=datetime.fromisoformat, help="only events received at or after (ISO)"
     )
 
+    commands.add_parser(
+        "rotate-tokens",
+        help="re-encrypt every stored Instagram token under ENCRYPTION_KEY (after a key change)",
+    )
+
+    worker_health = commands.add_parser(
+        "worker-health",
+        help=f"exit 0 only if a worker on this host beat within {HEARTBEAT_STALE_S} s "
+        "(the worker container's health check)",
+    )
+    worker_health.add_argument(
+        "--host", default=socket.gethostname(), help="whose worker (default: this hostname)"
+    )
+
     args = parser.parse_args(argv)
     try:
         settings = load_settings()
@@ -87,7 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(settings.log_level)
 
     if args.command == "serve":
-        return _serve(settings, args.host, args.port)
+        host = args.host or os.environ.get("HOST") or "127.0.0.1"
+        port = args.port if args.port is not None else _port_from_env()
+        if port is None:
+            print("oncereply: PORT: must be a port number (1-65535)", file=sys.stderr)
+            return 2
+        return _serve(settings, host, port)
     if args.command == "create-user":
         password = args.password or os.environ.get("ONCEREPLY_PASSWORD") or getpass.getpass()
         return asyncio.run(
@@ -97,11 +122,22 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(_invite(settings, args.email, args.invitee, args.role, args.workspace))
     if args.command == "redrive-webhooks":
         return asyncio.run(_redrive(settings, args.since))
+    if args.command == "worker-health":
+        return asyncio.run(_worker_health(settings, args.host))
+    if args.command == "rotate-tokens":
+        return asyncio.run(_rotate_tokens(settings))
     if args.command == "migrate":
         alembic_command.upgrade(AlembicConfig(str(ROOT / "alembic.ini")), "head")
         return 0
     print("settings are valid")
     return 0
+
+
+def _port_from_env() -> int | None:
+    raw = os.environ.get("PORT", "").strip() or "8000"
+    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
+        return None
+    return int(raw)
 
 
 def _serve(settings: Settings, host: str, port: int) -> int:
@@ -126,6 +162,66 @@ async def _redrive(settings: Settings, since: datetime | None) -> int:
         await resources.close()
     print(f"returned {count} webhook events to the outbox; the worker ingests them shortly")
     return 0
+
+
+async def _worker_health(settings: Settings, host: str) -> int:
+    # Redis alone: a health check must not need the database, nor open a pool of connections.
+    redis = Redis.from_url(settings.redis_url, socket_connect_timeout=3, socket_timeout=3)
+    now = time.time()
+    try:
+        beat = await host_heartbeat(redis, host, now)
+    except RedisError as exc:
+        print(f"oncereply: cannot read worker heartbeats from Redis: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        await redis.aclose()
+    if beat is None:
+        print(f"no worker heartbeat from {host} in the last {HEARTBEAT_TTL_S} s", file=sys.stderr)
+        return 1
+    age = beat.age(now)
+    if age > HEARTBEAT_STALE_S:
+        print(
+            f"worker {beat.worker_id} last beat {age:.0f} s ago "
+            f"(stale after {HEARTBEAT_STALE_S} s: wedged?)",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"worker {beat.worker_id} beat {age:.0f} s ago, {beat.jobs_done} jobs done")
+    return 0
+
+
+async def _rotate_tokens(settings: Settings) -> int:
+    resources = await Resources.open(settings, db_pool_size=1)
+    try:
+        report = await rotate_tokens(resources.sessionmaker, resources.cipher)
+    finally:
+        await resources.close()
+    print(_rotation_summary(report))
+    # Non-zero until nothing needs an old key, so a script never drops a key still in use.
+    return 0 if report.remaining == 0 else 1
+
+
+def _rotation_summary(report: RotationReport) -> str:
+    lines = [
+        f"current key {report.key_id}: re-sealed {report.resealed}, "
+        f"already current {report.already_current}, "
+        f"changed during the run {report.changed} (left as their writer stored them), "
+        f"unreadable {len(report.unreadable_accounts)}"
+    ]
+    if report.unreadable_accounts:
+        ids = ", ".join(str(account_id) for account_id in report.unreadable_accounts)
+        lines.append(
+            f"unreadable tokens (instagram_accounts.id {ids}): their key is not in "
+            "ENCRYPTION_KEY or ENCRYPTION_OLD_KEYS; add it back, or reconnect those accounts"
+        )
+    if report.remaining:
+        lines.append(
+            f"{report.remaining} tokens are still under another key: keep ENCRYPTION_OLD_KEYS "
+            "and run rotate-tokens again once every process uses the new ENCRYPTION_KEY"
+        )
+    else:
+        lines.append("no token needs an old key any more: ENCRYPTION_OLD_KEYS can be emptied")
+    return "\n".join(lines)
 
 
 async def _create_user(

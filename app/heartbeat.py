@@ -8,9 +8,12 @@ A clean shutdown deletes the worker's key at once; a killed worker's key simply 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+import logging
+from dataclasses import asdict, dataclass, fields
 
 from redis.asyncio import Redis
+
+logger = logging.getLogger(__name__)
 
 HEARTBEAT_INTERVAL_S = 30
 HEARTBEAT_TTL_S = 120
@@ -43,6 +46,24 @@ class Heartbeat:
         return max(0.0, now - self.beat_at)
 
 
+_FIELDS = frozenset(field.name for field in fields(Heartbeat))
+
+
+def parse_heartbeat(raw: bytes | str) -> Heartbeat | None:
+    """One stored beat, or None (logged) when it cannot be read.
+
+    Keys this reader does not know are ignored: in a rolling deploy a newer worker may write
+    fields an older web process has never heard of, and that must not turn `/health` into a
+    503. A beat that lacks a field or is not JSON is skipped rather than failing every reader.
+    """
+    try:
+        data = json.loads(raw)
+        return Heartbeat(**{key: value for key, value in data.items() if key in _FIELDS})
+    except (ValueError, TypeError, AttributeError):
+        logger.warning("ignoring an unreadable worker heartbeat: %.200r", raw)
+        return None
+
+
 async def write_heartbeat(redis: Redis, beat: Heartbeat) -> None:
     """Record one beat atomically: the worker's key, and its place in the index."""
     await redis.eval(  # type: ignore[misc]
@@ -70,8 +91,13 @@ async def live_heartbeats(redis: Redis, now: float) -> list[Heartbeat]:
     if not worker_ids:
         return []
     raws = await redis.mget([_KEY_PREFIX + _text(worker_id) for worker_id in worker_ids])
-    beats = [Heartbeat(**json.loads(raw)) for raw in raws if raw]
+    beats = [beat for raw in raws if raw and (beat := parse_heartbeat(raw)) is not None]
     return sorted(beats, key=lambda beat: beat.beat_at, reverse=True)
+
+
+async def host_heartbeat(redis: Redis, host: str, now: float) -> Heartbeat | None:
+    """The freshest live beat written from `host`: in a container, that container's worker."""
+    return next((beat for beat in await live_heartbeats(redis, now) if beat.host == host), None)
 
 
 def _text(value: bytes | str) -> str:

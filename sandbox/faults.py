@@ -4,6 +4,12 @@ A rule names an endpoint, optionally narrows it to an account, comment or recipi
 for the next ``times`` matching calls, with ``probability`` on each, or (with neither) on
 every matching call until removed. Latency rules add up; of the other rules the first match
 decides the outcome of the call.
+
+A rule is used up (``times``, ``hits``) only by a call it was applied to. Latency and
+``reject`` always apply, and so do the webhook actions; a ``deliver_then_*`` rule applies only
+when the operation succeeds: if the sandbox's own rules refuse it (2534025, a closed window),
+the caller gets that real error and the rule waits for the next matching call. So "the next
+delivered send fails with code 1" is what ``times: 1`` means, whatever is refused before it.
 """
 
 from __future__ import annotations
@@ -91,15 +97,6 @@ class FaultTarget:
     fan: str | None = None  # recipient (or sender, for webhooks) as a fan username
 
 
-@dataclass(frozen=True, slots=True)
-class Picked:
-    latency: float
-    rule: FaultRule | None
-
-
-NO_FAULT = Picked(0.0, None)
-
-
 class FaultBook:
     def __init__(self, rng: random.Random) -> None:
         self._rng = rng
@@ -145,33 +142,38 @@ class FaultBook:
     def rules(self) -> list[FaultRule]:
         return list(self._rules)
 
-    def pick(self, endpoint: str, target: FaultTarget) -> Picked:
-        """Decide what happens to one call, using up the rules that fire."""
-        if not self._rules:
-            return NO_FAULT
-        latency = 0.0
-        chosen: FaultRule | None = None
-        spent = False
+    def _matches(self, rule: FaultRule, endpoint: str, target: FaultTarget) -> bool:
+        spec = rule.spec
+        if spec.endpoint != endpoint:
+            return False
+        if rule.account_id is not None and rule.account_id != target.account_id:
+            return False
+        if spec.comment_id is not None and spec.comment_id != target.comment_id:
+            return False
+        if rule.fan is not None and rule.fan != target.fan:
+            return False
+        return spec.probability is None or self._rng.random() < spec.probability
+
+    def latency(self, endpoint: str, target: FaultTarget) -> float:
+        """Seconds to wait before the call: every matching latency rule, each used up."""
+        total = 0.0
+        for rule in list(self._rules):
+            if rule.spec.action == "latency" and self._matches(rule, endpoint, target):
+                total += rule.seconds
+                self.spend(rule)
+        return total
+
+    def match(self, endpoint: str, target: FaultTarget) -> FaultRule | None:
+        """The first rule that decides the call's outcome; not used up until `spend`."""
         for rule in self._rules:
-            spec = rule.spec
-            if spec.endpoint != endpoint or (chosen is not None and spec.action != "latency"):
-                continue
-            if rule.account_id is not None and rule.account_id != target.account_id:
-                continue
-            if spec.comment_id is not None and spec.comment_id != target.comment_id:
-                continue
-            if rule.fan is not None and rule.fan != target.fan:
-                continue
-            if spec.probability is not None and self._rng.random() >= spec.probability:
-                continue
-            rule.hits += 1
-            if rule.remaining is not None:
-                rule.remaining -= 1
-                spent = spent or rule.remaining == 0
-            if spec.action == "latency":
-                latency += rule.seconds
-            else:
-                chosen = rule
-        if spent:
-            self._rules = [r for r in self._rules if r.remaining != 0]
-        return Picked(latency, chosen)
+            if rule.spec.action != "latency" and self._matches(rule, endpoint, target):
+                return rule
+        return None
+
+    def spend(self, rule: FaultRule) -> None:
+        """Count one application of `rule`; a rule whose `times` ran out disappears."""
+        rule.hits += 1
+        if rule.remaining is not None:
+            rule.remaining -= 1
+            if rule.remaining <= 0:
+                self._rules = [r for r in self._rules if r is not rule]

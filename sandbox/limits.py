@@ -59,9 +59,13 @@ class Limits:
         usage = {"call_count": percent, "total_time": percent // 2, "total_cputime": percent // 2}
         return json.dumps(usage, separators=(",", ":"))
 
-    def business_usage_header(self, account_id: str, now: float, per_hour: int) -> str:
+    def business_usage_header(
+        self, account_id: str, now: float, per_hour: int, *, throttled: bool = False
+    ) -> str:
+        """The account's BUC usage: the private-reply hour's share, or 100 when `throttled`
+        by another limit (the per-second sends, whose wait is under a minute, so 0 minutes)."""
         used = self.private_replies.count(account_id, now)
-        percent = min(100, used * 100 // per_hour)
+        percent = 100 if throttled else min(100, used * 100 // per_hour)
         wait_minutes = 0
         if used >= per_hour:
             wait_minutes = math.ceil(self.private_replies.seconds_until_free(account_id, now) / 60)
@@ -74,9 +78,14 @@ class Limits:
         }
         return json.dumps({account_id: [usage]}, separators=(",", ":"))
 
-    def take_send(self, account_id: str, now: float, per_second: int) -> None:
+    def take_send(self, account_id: str, now: float, per_second: int, per_hour: int) -> None:
         if self.sends.count(account_id, now) >= per_second:
-            raise app_rate_limited()
+            error = app_rate_limited()
+            # Like the 613 answer and every delivered send, so a client always finds the header.
+            error.headers["X-Business-Use-Case-Usage"] = self.business_usage_header(
+                account_id, now, per_hour, throttled=True
+            )
+            raise error
         self.sends.add(account_id, now)
 
     def check_private_reply(self, account_id: str, now: float, per_hour: int) -> None:

@@ -7,6 +7,8 @@
 - ``recipient.id`` (an IGSID): only inside the 24-hour window opened by the fan's own message or
   postback tap (10/2534022, HTTP 403); a private reply does not open it.
 - Every send counts against ``sends_per_second`` per account (code 4).
+- Scopes: ``instagram_business_manage_messages`` for every send, and a private reply also
+  ``instagram_business_manage_comments`` (§4.1); a missing one is code 200, HTTP 403.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from sandbox.faults import FaultTarget
 from sandbox.message_checks import check_message
 from sandbox.models import Account, Fan, Message
 from sandbox.outcomes import Reply, note_error, perform
-from sandbox.tokens import MESSAGES, require_scope
+from sandbox.tokens import COMMENTS, MESSAGES, require_scope
 from sandbox.webhook_events import message_event
 
 DAY = 24 * 3600.0
@@ -86,6 +88,9 @@ async def send(call: GraphCall, node_id: str) -> Response[bytes]:
     try:
         account = call.own_account(node_id)
         require_scope(call.token(), MESSAGES)
+        if comment_id is not None:
+            # A private reply acts on a comment: §4.1 asks for manage_comments as well.
+            require_scope(call.token(), COMMENTS)
     except GraphError as error:
         raise note_error(record, error) from None
     record["account_id"] = account.user_id
@@ -121,7 +126,9 @@ def _send(call: GraphCall, account: Account) -> Reply:
         call.structured("message"),
         lambda media_id: media_id in media and media[media_id].owner_id == account.user_id,
     )
-    sandbox.limits.take_send(account.user_id, now, settings.sends_per_second)
+    sandbox.limits.take_send(
+        account.user_id, now, settings.sends_per_second, settings.private_replies_per_hour
+    )
 
     if isinstance(comment_id, str):
         comment = world.comments.get(comment_id)

@@ -135,6 +135,8 @@ class AuthCode:
     scopes: tuple[str, ...]
     created_at: float
     used: bool = False
+    # The authorize request's PKCE S256 challenge; the exchange must then prove the verifier.
+    code_challenge: str | None = None
 
 
 @dataclass(slots=True)
@@ -146,3 +148,4 @@ class AuthRequest:
     scopes: tuple[str, ...]
     state: str | None
     created_at: float
+    code_challenge: str | None = None

@@ -7,12 +7,18 @@
   ``#_`` marker at the end, which is what Instagram does.)
 - ``POST /oauth/access_token`` (form body) trades a code (single use, one hour) for a
   short-lived token; its errors keep the legacy ``error_type/code/error_message`` shape.
+- PKCE: Meta does not document it for Instagram Login. When the authorize request carries a
+  ``code_challenge`` (S256 only), the exchange requires the matching ``code_verifier``, as an
+  RFC 7636 server does, so a client's PKCE is really checked; without one, none is asked for.
 - ``GET /access_token?grant_type=ig_exchange_token`` gives a 60-day token;
   ``GET /refresh_access_token`` renews one that is at least 24 hours old and not expired.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import re
 import secrets
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -31,6 +37,15 @@ from sandbox.tokens import ALL_SCOPES, BASIC, REFRESH_MIN_AGE, mint
 
 CODE_LIFETIME = 3600.0
 AUTH_REQUEST_LIFETIME = 3600.0
+# RFC 7636 §4.1-4.2: a verifier is 43-128 unreserved characters; an S256 challenge is the
+# unpadded base64url of its SHA-256, 43 characters.
+_VERIFIER = re.compile(r"[A-Za-z0-9._~-]{43,128}")
+_S256_CHALLENGE = re.compile(r"[A-Za-z0-9_-]{43}")
+
+
+def s256_challenge(verifier: str) -> str:
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
 def _error_page(message: str) -> Template:
@@ -65,6 +80,14 @@ def authorize_page(request: Request[Any, Any, Any]) -> Template:
         return _error_page(f"Invalid Scopes: {', '.join(unknown)}")
     if BASIC not in scopes:
         return _error_page(f"The {BASIC} scope is required")
+    challenge = params.get("code_challenge") or None
+    if challenge is not None:
+        # RFC 7636 makes "plain" the default; a server may refuse it, and refusing it here
+        # catches a client that meant S256 but dropped the method.
+        if params.get("code_challenge_method") != "S256":
+            return _error_page("Invalid code_challenge_method: only S256 is supported")
+        if not _S256_CHALLENGE.fullmatch(challenge):
+            return _error_page("Invalid code_challenge")
     now = sandbox.clock.now()
     world = sandbox.world
     for stale in [
@@ -77,6 +100,7 @@ def authorize_page(request: Request[Any, Any, Any]) -> Template:
         scopes=tuple(dict.fromkeys(scopes)),
         state=params.get("state"),
         created_at=now,
+        code_challenge=challenge,
     )
     world.auth_requests[pending.id] = pending
     return Template(
@@ -116,6 +140,7 @@ async def authorize_decision(request: Request[Any, Any, Any]) -> Redirect | Temp
         redirect_uri=pending.redirect_uri,
         scopes=pending.scopes,
         created_at=sandbox.clock.now(),
+        code_challenge=pending.code_challenge,
     )
     world.codes[code.code] = code
     target = _with_query(pending.redirect_uri, {"code": code.code} | state, fragment="_")
@@ -163,6 +188,15 @@ async def access_token_exchange(request: Request[Any, Any, Any]) -> Response[byt
             raise LegacyOAuthError("Matching code was not found or was already used")
         if form["redirect_uri"] != code.redirect_uri:
             raise LegacyOAuthError("Redirect URI does not match registered redirect URI")
+        if code.code_challenge is not None:
+            verifier = form.get("code_verifier", "")
+            if not verifier:
+                raise LegacyOAuthError("You must provide a code_verifier")
+            # Like the other refusals, a wrong verifier leaves the code unused.
+            if not _VERIFIER.fullmatch(verifier) or not secrets.compare_digest(
+                s256_challenge(verifier), code.code_challenge
+            ):
+                raise LegacyOAuthError("Invalid code_verifier")
         code.used = True
         account = sandbox.world.accounts[code.account_id]
         token = mint(sandbox.world, account, kind="short", scopes=code.scopes, source="oauth")

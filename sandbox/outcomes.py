@@ -18,7 +18,7 @@ from typing import Any
 from litestar import Request, Response
 
 from sandbox.errors import OAUTH, GraphError, LegacyOAuthError
-from sandbox.faults import FaultRule, FaultTarget
+from sandbox.faults import FaultBook, FaultRule, FaultTarget
 from sandbox.runtime import Sandbox
 
 log = logging.getLogger("sandbox")
@@ -139,13 +139,15 @@ async def perform(
     record: dict[str, Any] | None = None,
     legacy: bool = False,
 ) -> Response[bytes]:
-    picked = sandbox.faults.pick(endpoint, target)
-    if picked.latency:
-        await asyncio.sleep(picked.latency)
-    rule = picked.rule
-    if record is not None and rule is not None:
-        record["fault"] = {"id": rule.id, "action": rule.spec.action}
+    faults = sandbox.faults
+    latency = faults.latency(endpoint, target)
+    if latency:
+        await asyncio.sleep(latency)
+    # From here to the end of the operation nothing awaits, so no other call can take this
+    # rule in between; it is spent only if it really shapes this call's answer.
+    rule = faults.match(endpoint, target)
     if rule is not None and rule.spec.action == "reject":
+        _applied(faults, rule, record)
         return _noted(record, *fault_response(rule, legacy=legacy))
     try:
         # Synchronous on purpose: the checks and the mutation happen with no await between.
@@ -161,6 +163,7 @@ async def perform(
         record["delivered"] = reply.delivered
     if rule is None:
         return _noted(record, reply_response(reply))
+    _applied(faults, rule, record)
     action = rule.spec.action
     if action == "deliver_then_hang":
         await asyncio.sleep(rule.seconds)
@@ -172,6 +175,12 @@ async def perform(
             return Response(b"", status_code=500)
         return _noted(record, Response(b"", status_code=500))
     return _noted(record, *fault_response(rule, legacy=legacy))
+
+
+def _applied(faults: FaultBook, rule: FaultRule, record: dict[str, Any] | None) -> None:
+    faults.spend(rule)
+    if record is not None:
+        record["fault"] = {"id": rule.id, "action": rule.spec.action}
 
 
 def _noted(

@@ -247,13 +247,13 @@ class WebhookSender:
         if not self._subscribed(event.account_id, event.field):
             event.status = "not_subscribed"
             return
-        picked = self._faults.pick(
+        rule = self._faults.match(
             "webhook", FaultTarget(event.account_id, event.comment_id, event.fan)
         )
-        rule = picked.rule
         if rule is None:
             self._enqueue(event)
             return
+        self._faults.spend(rule)  # drop, delay and duplicate always apply
         action = rule.spec.action
         if action == "drop":
             event.status = "dropped"

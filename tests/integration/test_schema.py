@@ -76,3 +76,13 @@ async def test_instagram_account_belongs_to_one_workspace(resources: Resources) 
                     "VALUES (2, '17841405822304914', 'sunny')"
                 )
             )
+
+
+async def test_user_emails_are_stored_lower_case(resources: Resources) -> None:
+    insert = text("INSERT INTO users (email, password_hash) VALUES (:email, 'x')")
+    async with resources.engine.begin() as conn:
+        await conn.execute(insert, {"email": "ana@example.com"})
+    # A writer that skipped normalize_email would otherwise make a second "Ana" account.
+    with pytest.raises(IntegrityError, match="ck_users_email_lower_case"):
+        async with resources.engine.begin() as conn:
+            await conn.execute(insert, {"email": "Ana@example.com"})

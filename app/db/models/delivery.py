@@ -189,7 +189,7 @@ class DmLog(Base):
     pr_attempts: Mapped[int] = mapped_column(SmallInteger, default=0, server_default="0")
     # The claim only succeeds while pr_attempts < pr_attempt_limit. Automatic retries never raise
     # it; a creator's manual retry grants a fresh budget by raising it (never by resetting the
-    # counter, so the attempt numbers in delivery_attempts stay unique and ordered).
+    # counter, so attempt numbers keep growing across retries; see DeliveryAttempt.attempt_no).
     pr_attempt_limit: Mapped[int] = mapped_column(SmallInteger, default=3, server_default="3")
     pr_next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pr_claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
@@ -225,6 +225,10 @@ class DeliveryAttempt(Base):
     id: Mapped[BigId]
     dm_log_id: Mapped[int] = mapped_column(ForeignKey("dm_logs.id", ondelete="CASCADE"))
     leg: Mapped[Leg] = mapped_column(str_enum(Leg, "attempt_leg"))
+    # The leg's attempt counter at the claim. Not unique per (dm_log_id, leg): the plain-text
+    # fallback after a refused template is a second row under the same claim and number, and
+    # an account-level wait (368, 190) refunds the attempt, so the next claim reuses it. The
+    # timeline orders by id.
     attempt_no: Mapped[int] = mapped_column(SmallInteger)
     # What was sent: "template", "text" (fallback or plain), "reply", "dm".
     request_kind: Mapped[str] = mapped_column(String(16))

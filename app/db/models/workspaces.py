@@ -33,10 +33,15 @@ class Role(StrEnum):
 
 class User(Base):
     __tablename__ = "users"
-    __table_args__ = (UniqueConstraint("email"),)
+    __table_args__ = (
+        UniqueConstraint("email"),
+        # The code lower-cases every email it writes; the check makes a writer that forgets fail
+        # loudly instead of creating a second account that differs only in case.
+        CheckConstraint("email = lower(email)", name="email_lower_case"),
+    )
 
     id: Mapped[BigId]
-    # Stored lower-cased by the code that writes it, so the unique key is case-insensitive.
+    # Stored lower-cased, so the unique key is case-insensitive.
     email: Mapped[str] = mapped_column(String(320))
     password_hash: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[CreatedAt]

@@ -11,6 +11,7 @@ from sandbox.client import SandboxAdmin, SandboxError
 from tests.integration.sandbox.helpers import (
     APP_ID,
     MARCO_COMMENT,
+    OLD_COMMENT,
     OLGA_COMMENT,
     error_of,
     private_reply,
@@ -127,6 +128,36 @@ def test_times_and_rule_removal(graph: httpx.Client, admin: SandboxAdmin, token:
     ]
     assert codes == [400, 400, 200]
     assert admin.faults() == []
+
+
+def test_a_deliver_then_rule_is_used_up_only_by_a_call_it_applied_to(
+    graph: httpx.Client, admin: SandboxAdmin, token: str
+) -> None:
+    admin.add_fault("messages", "deliver_then_error", code=1, times=1)
+    # The sandbox's own rule refuses this one (older than 7 days): the real error, no fault.
+    too_old = private_reply(graph, token, OLD_COMMENT)
+    assert (too_old.status_code, error_of(too_old)["error_subcode"]) == (403, 2534022)
+    (waiting,) = admin.faults()
+    assert (waiting["remaining"], waiting["hits"]) == (1, 0)
+    assert admin.requests(comment_id=OLD_COMMENT)[0]["fault"] is None
+
+    # The next send that is delivered is the one that gets the code 1.
+    delivered = private_reply(graph, token, OLGA_COMMENT)
+    assert (delivered.status_code, error_of(delivered)["code"]) == (500, 1)
+    assert admin.comment_stats(OLGA_COMMENT)["private_replies_delivered"] == 1
+    assert admin.requests(comment_id=OLGA_COMMENT)[0]["fault"]["id"] == waiting["id"]
+    assert admin.faults() == []
+    assert private_reply(graph, token, MARCO_COMMENT).status_code == 200
+
+
+def test_a_reject_rule_is_used_up_even_where_the_call_would_have_been_refused(
+    graph: httpx.Client, admin: SandboxAdmin, token: str
+) -> None:
+    admin.add_fault("messages", "reject", code=2, http_status=503, times=1)
+    # The fault answers before the sandbox's rules are looked at, so it applied.
+    assert error_of(private_reply(graph, token, OLD_COMMENT))["code"] == 2
+    assert admin.faults() == []
+    assert error_of(private_reply(graph, token, OLD_COMMENT))["error_subcode"] == 2534022
 
 
 def test_matching_by_recipient_and_account(

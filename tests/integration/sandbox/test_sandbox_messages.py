@@ -222,6 +222,11 @@ def test_per_second_send_limit_is_code_4(
         True,
         "(#4) Application request limit reached",
     )
+    # The usage header comes with the refusal too (§6.12); the wait is under a minute.
+    usage = json.loads(limited[0].headers["x-business-use-case-usage"])
+    assert usage[SUNNY][0]["call_count"] == 100
+    assert usage[SUNNY][0]["estimated_time_to_regain_access"] == 0
+    assert "x-app-usage" in limited[0].headers
 
 
 def test_human_agent_tag_needs_approval(
@@ -248,6 +253,24 @@ def test_token_without_messaging_scope(graph: httpx.Client, admin: SandboxAdmin)
     assert answer.status_code == 403
     assert error_of(answer)["code"] == 200
     assert admin.requests(endpoint="messages")[0]["error"]["code"] == 200
+
+
+def test_private_reply_also_needs_the_comments_scope(
+    graph: httpx.Client, admin: SandboxAdmin
+) -> None:
+    messages_only = admin.mint_token(
+        "sunny.bakes", scopes=["instagram_business_basic", "instagram_business_manage_messages"]
+    )["access_token"]
+    answer = private_reply(graph, messages_only, OLGA_COMMENT)
+    assert answer.status_code == 403
+    error = error_of(answer)
+    assert error["code"] == 200
+    assert "instagram_business_manage_comments" in error["message"]
+    assert admin.comment_stats(OLGA_COMMENT)["private_replies_delivered"] == 0
+
+    # A DM inside the window acts on no comment: the messaging scope is enough.
+    admin.fan_dm("jane.doe", "sunny.bakes", "Hi!")
+    assert direct_message(graph, messages_only, JANE_SUNNY_IGSID).status_code == 200
 
 
 def test_media_share_only_of_the_accounts_own_media(

@@ -8,6 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from authlib.common.security import generate_token
 from authlib.integrations.httpx_client import AsyncOAuth2Client
 
 from sandbox.client import SandboxAdmin
@@ -227,6 +228,91 @@ async def test_exchange_rejections(
         assert (
             await http.post("/oauth/access_token", data=_exchange_form(code))
         ).status_code == 200
+
+
+def _pkce_client() -> AsyncOAuth2Client:
+    return AsyncOAuth2Client(
+        client_id=APP_ID,
+        client_secret=APP_SECRET,
+        scope=SCOPES,
+        redirect_uri=REDIRECT,
+        token_endpoint_auth_method="client_secret_post",
+        code_challenge_method="S256",
+    )
+
+
+async def _pkce_code(sandbox_process: SandboxProcess, verifier: str) -> str:
+    async with _pkce_client() as client:
+        url, _ = client.create_authorization_url(
+            f"{sandbox_process.base_url}/oauth/authorize", code_verifier=verifier
+        )
+    assert parse_qs(urlsplit(url).query)["code_challenge_method"] == ["S256"]
+    location = await _authorize(sandbox_process.base_url, url, "allow")
+    return parse_qs(urlsplit(location).query)["code"][0]
+
+
+async def test_pkce_the_right_verifier_gets_the_token_with_authlib(
+    sandbox_process: SandboxProcess, admin: SandboxAdmin
+) -> None:
+    verifier = generate_token(64)
+    base = sandbox_process.base_url
+    async with _pkce_client() as client:
+        url, state = client.create_authorization_url(
+            f"{base}/oauth/authorize", code_verifier=verifier
+        )
+        location = await _authorize(base, url, "allow")
+        token = await client.fetch_token(
+            f"{base}/oauth/access_token",
+            authorization_response=location.split("#", 1)[0],
+            state=state,
+            code_verifier=verifier,
+        )
+    assert token["access_token"].startswith("IGAA")
+
+
+@pytest.mark.parametrize(
+    ("verifier", "message"),
+    [
+        (None, "You must provide a code_verifier"),
+        ("v" * 64, "Invalid code_verifier"),  # well formed, but not the one hashed
+        ("short", "Invalid code_verifier"),
+    ],
+)
+async def test_pkce_a_missing_or_wrong_verifier_is_refused(
+    sandbox_process: SandboxProcess, admin: SandboxAdmin, verifier: str | None, message: str
+) -> None:
+    right = generate_token(64)
+    code = await _pkce_code(sandbox_process, right)
+    wrong = {"code_verifier": verifier} if verifier is not None else {}
+    async with httpx.AsyncClient(base_url=sandbox_process.base_url) as http:
+        answer = await http.post("/oauth/access_token", data=_exchange_form(code, **wrong))
+        assert answer.status_code == 400
+        assert answer.json() == {
+            "error_type": "OAuthException",
+            "code": 400,
+            "error_message": message,
+        }
+        # The refusal did not use the code up: its own verifier still works, once.
+        form = _exchange_form(code, code_verifier=right)
+        assert (await http.post("/oauth/access_token", data=form)).status_code == 200
+        assert (await http.post("/oauth/access_token", data=form)).status_code == 400
+
+
+async def test_pkce_only_s256_is_accepted_at_authorize(
+    sandbox_process: SandboxProcess, admin: SandboxAdmin
+) -> None:
+    params = {
+        "client_id": APP_ID,
+        "redirect_uri": REDIRECT,
+        "response_type": "code",
+        "scope": SCOPES,
+        "code_challenge": generate_token(64),
+    }
+    async with httpx.AsyncClient(base_url=sandbox_process.base_url) as http:
+        for method in ({"code_challenge_method": "plain"}, {}):
+            page = await http.get("/oauth/authorize", params=params | method)
+            assert page.status_code == 400
+            assert "only S256 is supported" in page.text
 
 
 async def test_code_expires_after_an_hour(
