@@ -49,6 +49,7 @@ from app.campaigns.validation import (
     check_keywords,
     input_from_values,
     keyword_chips,
+    link_problem,
     parse_campaign_form,
 )
 from app.db.models import AccountStatus, Campaign, CampaignStatus
@@ -128,7 +129,12 @@ def _preview_context(form: CampaignInput) -> dict[str, Any]:
         "empty": not form.dm_text.strip(),
         "kind": message.kind,
         "text": text,
-        "buttons": payload.get("buttons", []) if message.kind == "template" else [],
+        "buttons": [
+            # What was typed is shown, but only a link the campaign could be saved with is
+            # clickable: the preview must not open javascript: or any other scheme.
+            {**button, "href": None if link_problem(str(button.get("url", ""))) else button["url"]}
+            for button in (payload.get("buttons", []) if message.kind == "template" else [])
+        ],
         "bytes": len(typed.encode("utf-8")),
         "chars": len(typed),
         "error": check_dm_text(form),

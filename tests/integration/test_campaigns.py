@@ -476,9 +476,20 @@ async def test_preview_renders_the_dm_as_instagram_would(owner: tuple[Client, in
     )
     assert with_buttons.status_code == 200
     assert "Hi jane.doe! Recipe:" in with_buttons.text
-    assert "https://sunny.example/r" in with_buttons.text  # as the button's link
+    assert 'href="https://sunny.example/r"' in with_buttons.text  # as the button's link
     assert "Get it" in with_buttons.text
     assert "/ 640 characters" in with_buttons.text
+
+    # A link the campaign could not be saved with is shown as a title, never as a link.
+    for url in ("javascript:alert(1)", "http://sunny.example/r", "data:text/html,hi", "/r"):
+        unsafe = await client.post(
+            "/campaigns/preview",
+            data={"dm_text": "Hi", "button_title_1": "Get it", "button_url_1": url},
+            headers=headers,
+        )
+        assert unsafe.status_code == 200
+        assert "Get it" in unsafe.text
+        assert "href=" not in unsafe.text, url
 
     plain = await client.post(
         "/campaigns/preview", data={"dm_text": "Olá {username} 🍋"}, headers=headers
