@@ -12,6 +12,7 @@ they are never stored).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from litestar import Controller, Response, get, post
@@ -239,6 +240,7 @@ class CampaignsController(Controller):
                 "archived": archived,
                 "has_accounts": bool(accounts),
                 "can_change": viewer.can_change,
+                "today": datetime.now(UTC).date().isoformat(),
             },
             headers=_NO_STORE,
         )

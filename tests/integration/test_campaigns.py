@@ -395,6 +395,8 @@ async def test_the_list_shows_todays_counts(
         LegState.SENT,
         LegState.SENT,
         LegState.FAILED,
+        LegState.UNCONFIRMED,
+        LegState.UNCONFIRMED,
         LegState.SKIPPED_DEDUP,
         LegState.PENDING,
     ]
@@ -425,6 +427,12 @@ async def test_the_list_shows_todays_counts(
     assert "2 sent" in listing.text
     assert "1 failed" in listing.text
     assert "1 skipped" in listing.text
+    # Unconfirmed sends need the creator's look: counted, and linked to just those rows.
+    today = datetime.now(UTC).date().isoformat()
+    assert (
+        f'href="/log?state=UNCONFIRMED&amp;campaign={campaign_id}&amp;from={today}"' in listing.text
+    )
+    assert "2 unconfirmed" in listing.text
 
 
 async def test_another_workspace_gets_404_for_campaigns_it_does_not_own(
