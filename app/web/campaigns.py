@@ -64,6 +64,7 @@ from app.instagram.graph import GraphError
 from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
 from app.web.idempotency import idempotent, redirect_to
+from app.web.templating import wants_partial
 
 _NO_STORE = {"Cache-Control": "no-store"}
 PREVIEW_USERNAME = "jane.doe"
@@ -643,16 +644,20 @@ class CampaignsController(Controller):
         )
         rules = [CampaignRule.from_model(campaign) for campaign in campaigns]
         decision = choose_campaign(rules, CommentFacts(text=text, media_id=media_id))
-        return Template(
-            "campaigns/_try_result.html",
-            context={
-                "decision": decision,
-                "comment": text,
-                "media_id": media_id,
-                "rules": {rule.id: rule for rule in rules},
-            },
-            headers=_NO_STORE,
-        )
+        context: dict[str, Any] = {
+            "decision": decision,
+            "comment": text,
+            "media_id": media_id,
+            "rules": {rule.id: rule for rule in rules},
+        }
+        headers = {**_NO_STORE, "Vary": "HX-Request"}
+        if wants_partial(request):
+            return Template("campaigns/_try_result.html", context=context, headers=headers)
+        # Without JavaScript the form posts here as a page: answer with the page, the form
+        # filled in as it was sent and the result under it.
+        accounts = await _usable_accounts(db_session, viewer.workspace_id)
+        context |= {"accounts": accounts, "chosen": account}
+        return Template("campaigns/try.html", context=context, headers=headers)
 
 
 StatusChange = Callable[[AsyncSession, int, int], Awaitable[Refusal | None]]

@@ -635,6 +635,24 @@ async def test_try_a_comment_explains_the_winner_and_the_misses(
     assert "excludes a word" in excluded
     assert {specific, anywhere}
 
+    # Without JavaScript the form posts as a page: the whole page comes back, the comment
+    # still in its field and the answer under it.
+    page_answer = await client.post(
+        "/campaigns/try",
+        data={
+            "_csrf_token": csrf_token(page.text),
+            "account_id": str(account_id),
+            "media_id": LEMON_REEL,
+            "comment": "RECIPE please!!",
+        },
+        headers={"accept": "text/html"},
+    )
+    assert page_answer.status_code == 200
+    assert page_answer.text.lstrip().lower().startswith("<!doctype html>")
+    assert 'value="RECIPE please!!"' in page_answer.text
+    assert "“On the lemon reel” would send the DM" in page_answer.text
+    assert "<!doctype" not in on_reel.lower()  # htmx still gets only the result
+
 
 async def test_a_campaign_on_a_disconnected_account_cannot_go_live(
     owner: tuple[Client, int], resources: Resources
