@@ -13,10 +13,18 @@ from pathlib import Path
 import pytest
 
 from tests.support.infra import TestDatabase, TestRedis, base_env
+from tests.support.options import default_option
 
 os.environ["ONCEREPLY_ENV_FILE"] = ""
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-results"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-playwright deletes its --output directory at the start of every run, unit and
+    # integration runs included (an autouse fixture). Its default is test-results/, where the
+    # web, worker and sandbox logs of this and other runs live: keep it in a folder of its own.
+    default_option(config, "--output", str(ARTIFACTS / "playwright"))
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ query and answer 404, never 403, so their existence is not revealed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -27,6 +28,7 @@ from litestar.response import Redirect
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.auth.sessions import peek_session
 from app.db.models import Role, User, Workspace, WorkspaceMember
 
 SESSION_USER = "uid"
@@ -84,11 +86,21 @@ async def load_viewer(session: AsyncSession, user_id: int, workspace_id: int) ->
 
 
 def session_identity(request: HTMXRequest) -> tuple[int, int] | None:
-    data = request.session
+    return _identity(request.session)
+
+
+def _identity(data: Mapping[str, Any]) -> tuple[int, int] | None:
     user_id, workspace_id = data.get(SESSION_USER), data.get(SESSION_WORKSPACE)
     if isinstance(user_id, int) and isinstance(workspace_id, int):
         return user_id, workspace_id
     return None
+
+
+async def peek_viewer(request: HTMXRequest, session: AsyncSession) -> Viewer | None:
+    """The signed-in viewer for a path that runs without the session middleware (the status
+    badge): the session is read, never written."""
+    identity = _identity(await peek_session(request))
+    return await load_viewer(session, *identity) if identity else None
 
 
 async def provide_viewer(request: HTMXRequest, db_session: NamedDependency[AsyncSession]) -> Viewer:

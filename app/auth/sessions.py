@@ -28,6 +28,7 @@ from litestar.stores.redis import RedisStore
 from litestar.types import Empty, Message, ScopeSession
 from litestar.utils.dataclass import extract_dataclass_items
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 SESSION_COOKIE = "oncereply_session"
 SESSION_STORE = "sessions"
@@ -46,6 +47,20 @@ SESSIONLESS_PATHS = ["^/static/", "^/health", "^/status/", "^/webhooks/"]
 def rotate_session(connection: ASGIConnection[Any, Any, Any, Any], data: dict[str, Any]) -> None:
     """Replace the session with `data` under a brand-new id (sign-in, privilege change)."""
     connection.set_session({**data, _ROTATE_MARKER: True})
+
+
+async def peek_session(connection: ASGIConnection[Any, Any, Any, Any]) -> dict[str, Any]:
+    """The session's data, read without taking part in it, for a path the session middleware
+    skips: nothing is written back or expired, so a poll cannot race a sign-in or sign-out.
+    Empty when there is no session or the store does not answer."""
+    session_id = connection.cookies.get(SESSION_COOKIE)
+    if not session_id or session_id == "null":
+        return {}
+    try:
+        raw = await connection.app.stores.get(SESSION_STORE).get(session_id)
+    except RedisError:
+        return {}
+    return RotatingSessionBackend.deserialize_data(raw) if raw else {}
 
 
 def end_session(connection: ASGIConnection[Any, Any, Any, Any]) -> None:

@@ -368,6 +368,7 @@ class CampaignSummary:
     updated_at: datetime
     sent_today: int
     failed_today: int
+    unconfirmed_today: int
     skipped_today: int
 
 
@@ -387,6 +388,7 @@ async def list_campaigns(
             DmLog.campaign_id.label("campaign_id"),
             func.count().filter(state == LegState.SENT).label("sent"),
             func.count().filter(state == LegState.FAILED).label("failed"),
+            func.count().filter(state == LegState.UNCONFIRMED).label("unconfirmed"),
             func.count().filter(state.in_([s for s in LegState if s.is_skip])).label("skipped"),
         )
         .where(DmLog.workspace_id == workspace_id, DmLog.created_at >= start_of_today())
@@ -404,6 +406,7 @@ async def list_campaigns(
             InstagramAccount.username,
             func.coalesce(today.c.sent, 0),
             func.coalesce(today.c.failed, 0),
+            func.coalesce(today.c.unconfirmed, 0),
             func.coalesce(today.c.skipped, 0),
         )
         .join(InstagramAccount, InstagramAccount.id == Campaign.account_id)
@@ -436,9 +439,10 @@ async def list_campaigns(
             updated_at=c.updated_at,
             sent_today=sent,
             failed_today=failed,
+            unconfirmed_today=unconfirmed,
             skipped_today=skipped,
         )
-        for c, username, sent, failed, skipped in rows.all()
+        for c, username, sent, failed, unconfirmed, skipped in rows.all()
     ]
 
 

@@ -353,12 +353,17 @@ def _check_button(button: LinkButton) -> str | None:
         return "Give the button a title."
     if problem := _check_button_title(button.title):
         return problem
-    if not button.url:
+    return link_problem(button.url)
+
+
+def link_problem(url: str) -> str | None:
+    """Why `url` cannot be a button's link (the preview links only URLs that pass)."""
+    if not url:
         return "Add the link this button opens."
-    parts = urlsplit(button.url)
-    if parts.scheme != "https" or not parts.netloc or " " in button.url:
+    parts = urlsplit(url)
+    if parts.scheme != "https" or not parts.netloc or " " in url:
         return "Use a full https:// link, like https://example.com/guide."
-    if len(button.url) > MAX_URL:
+    if len(url) > MAX_URL:
         return f"Links are at most {MAX_URL} characters."
     return None
 

@@ -9,9 +9,11 @@ private-reply state (one `GROUP BY` over today's slice of `ix_dm_logs_ws_created
 - `proven_delivered`: rows whose answer from Instagram was lost (UNCONFIRMED) and that were
   later proven delivered — found in the conversation, or a retry answered "this comment already
   has its private reply" (100/2534025) — so nothing was sent twice;
-- `webhook_repeats`: comments that arrived again in a later webhook delivery and found their
-  ledger row, so no second delivery was created. Webhook events are not stored per workspace,
-  so this number covers every workspace on this server, and the page says so.
+
+Comments Instagram delivered again in a later webhook are blocked too (they find their ledger
+row), but that count is not on a workspace's page: ingest records it per webhook POST, and one
+POST can carry entries for accounts of several workspaces, so it cannot be attributed to one.
+(`webhook_repeats_select` is that server-wide number, for operators' tooling.)
 """
 
 from __future__ import annotations
@@ -63,7 +65,6 @@ class Duplicates:
     same_person: int = 0
     proven_delivered: int = 0
     confirmed_by_meta: int = 0  # of proven_delivered: by the 2534025 answer to a retry
-    webhook_repeats: int = 0  # server-wide, see the module docstring
 
     @property
     def in_workspace(self) -> int:
@@ -94,7 +95,8 @@ class Overview:
 
 
 def webhook_repeats_select(since: datetime) -> Select[tuple[Any]]:
-    """Comments that arrived again in a webhook since `since` (server-wide, see above)."""
+    """Comments that arrived again in a webhook since `since`, on the whole server (never
+    on a workspace's page, see above)."""
     repeats = cast(WebhookEvent.details["comments"]["duplicate"].astext, Integer)
     return select(func.coalesce(func.sum(repeats), 0)).where(WebhookEvent.received_at >= since)
 
@@ -124,9 +126,6 @@ async def load_overview(
             overview.duplicates.same_person += count
         overview.duplicates.proven_delivered += proven
         overview.duplicates.confirmed_by_meta += meta
-    overview.duplicates.webhook_repeats = int(
-        await session.scalar(webhook_repeats_select(day)) or 0
-    )
     events = await session.execute(
         select(
             OperationalEvent.created_at,

@@ -2,11 +2,18 @@
 
 Sign-in runs under the login throttle and starts a session under a fresh id; sign-out deletes
 the session server-side, so a copied cookie or the back button does not bring it back.
+
+Sign-up carries a one-time key like every other state-changing form: a double submit creates
+one account, and the repeat is signed in too (with the same password check and throttle as the
+sign-in form), landing where the first went. The key is fingerprinted with the email and the
+workspace name, never the password.
 """
 
 from __future__ import annotations
 
-from litestar import Controller, get, post
+from typing import Any
+
+from litestar import Controller, Response, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromQuery
 from litestar.plugins.htmx import HTMXRequest
@@ -17,10 +24,34 @@ from app.auth.current import load_viewer, safe_next, session_identity
 from app.auth.sessions import end_session
 from app.auth.signin import SignedIn, check_sign_in, start_session
 from app.auth.throttle import LoginThrottle
+from app.operations.idempotency import (
+    Finished,
+    KeyRequest,
+    Ran,
+    Refused,
+    Replay,
+    fingerprint_of,
+    run_once,
+)
 from app.resources import Resources
-from app.workspaces.service import InvalidUserError, UserExistsError, create_user_with_workspace
+from app.web.idempotency import (
+    as_response,
+    missing_key_response,
+    one_time_key,
+    redirect_to,
+    unfinished_response,
+)
+from app.workspaces.service import (
+    InvalidUserError,
+    NewUser,
+    UserExistsError,
+    create_user_with_workspace,
+    normalize_email,
+    validate_credentials,
+)
 
 _NO_STORE = {"Cache-Control": "no-store"}
+_TAKEN = "An account with this email already exists. Sign in instead."
 
 
 def _client_address(request: HTMXRequest) -> str:
@@ -100,38 +131,72 @@ class AuthController(Controller):
 
     @post("/signup", name="signup_submit", status_code=200)
     async def signup(
-        self, request: HTMXRequest, db_session: NamedDependency[AsyncSession]
-    ) -> Template | Redirect:
+        self,
+        request: HTMXRequest,
+        db_session: NamedDependency[AsyncSession],
+        resources: NamedDependency[Resources],
+    ) -> Response[Any]:
         form = await request.form()
         values = {
             "email": str(form.get("email") or "").strip(),
             "workspace": " ".join(str(form.get("workspace") or "").split())[:100],
         }
         password = str(form.get("password") or "")
-        errors: dict[str, str] = {}
         try:
-            created = await create_user_with_workspace(
-                db_session,
-                email=values["email"],
-                password=password,
-                workspace_name=values["workspace"] or None,
-            )
+            validate_credentials(values["email"], password)
         except InvalidUserError as exc:
             field = "password" if "password" in str(exc) else "email"
-            errors[field] = str(exc)
-        except UserExistsError:
-            errors["email"] = "An account with this email already exists. Sign in instead."
-        if errors:
-            await db_session.rollback()
-            return Template(
-                "auth/signup.html",
-                context={"values": values, "errors": errors},
-                status_code=422,
-                headers=_NO_STORE,
+            return _signup_page(values, {field: str(exc)})
+        key = one_time_key(form, request)
+        if key is None:
+            return missing_key_response(request)
+        created: list[NewUser] = []
+
+        async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
+            try:
+                new_user = await create_user_with_workspace(
+                    session,
+                    email=values["email"],
+                    password=password,
+                    workspace_name=values["workspace"] or None,
+                )
+            except UserExistsError:
+                return Refused(_signup_page(values, {"email": _TAKEN}))
+            created.append(new_user)
+            return redirect_to("/accounts?welcome=1")
+
+        outcome = await run_once(
+            resources.sessionmaker,
+            KeyRequest(
+                scope="auth.signup",
+                key=key,
+                fingerprint=fingerprint_of(
+                    "auth.signup", normalize_email(values["email"]), values["workspace"]
+                ),
+            ),
+            action,
+        )
+        if isinstance(outcome, Ran):
+            start_session(request, created[0].user_id, created[0].workspace_id)
+            return as_response(request, outcome.response)
+        if isinstance(outcome, Replay):
+            # A double submit: the first request made the account. This one proves the same
+            # password before it is signed in as well.
+            result = await check_sign_in(
+                db_session,
+                LoginThrottle(resources.redis),
+                email=values["email"],
+                password=password,
+                address=_client_address(request),
             )
-        await db_session.commit()
-        start_session(request, created.user_id, created.workspace_id)
-        return Redirect("/accounts?welcome=1", status_code=303)
+            if not isinstance(result, SignedIn):
+                if result.status_code == 400:
+                    return _signup_page(values, {"email": _TAKEN})
+                return _signup_page(values, {"email": result.message}, result.status_code)
+            await db_session.commit()  # last_login_at
+            start_session(request, result.user_id, result.workspace_id)
+            return as_response(request, outcome.response)
+        return unfinished_response(request, outcome)
 
     @post("/logout", name="logout", status_code=200)
     async def logout(self, request: HTMXRequest) -> Redirect:
@@ -139,3 +204,12 @@ class AuthController(Controller):
         target = safe_next(str((await request.form()).get("next") or ""))
         end_session(request)
         return Redirect(target if target != "/" else "/login?signed_out=1", status_code=303)
+
+
+def _signup_page(values: dict[str, str], errors: dict[str, str], status: int = 422) -> Template:
+    return Template(
+        "auth/signup.html",
+        context={"values": values, "errors": errors},
+        status_code=status,
+        headers=_NO_STORE,
+    )

@@ -12,6 +12,7 @@ they are never stored).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from litestar import Controller, Response, get, post
@@ -49,6 +50,7 @@ from app.campaigns.validation import (
     check_keywords,
     input_from_values,
     keyword_chips,
+    link_problem,
     parse_campaign_form,
 )
 from app.db.models import AccountStatus, Campaign, CampaignStatus
@@ -62,6 +64,7 @@ from app.instagram.graph import GraphError
 from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
 from app.web.idempotency import idempotent, redirect_to
+from app.web.templating import wants_partial
 
 _NO_STORE = {"Cache-Control": "no-store"}
 PREVIEW_USERNAME = "jane.doe"
@@ -128,7 +131,12 @@ def _preview_context(form: CampaignInput) -> dict[str, Any]:
         "empty": not form.dm_text.strip(),
         "kind": message.kind,
         "text": text,
-        "buttons": payload.get("buttons", []) if message.kind == "template" else [],
+        "buttons": [
+            # What was typed is shown, but only a link the campaign could be saved with is
+            # clickable: the preview must not open javascript: or any other scheme.
+            {**button, "href": None if link_problem(str(button.get("url", ""))) else button["url"]}
+            for button in (payload.get("buttons", []) if message.kind == "template" else [])
+        ],
         "bytes": len(typed.encode("utf-8")),
         "chars": len(typed),
         "error": check_dm_text(form),
@@ -233,6 +241,7 @@ class CampaignsController(Controller):
                 "archived": archived,
                 "has_accounts": bool(accounts),
                 "can_change": viewer.can_change,
+                "today": datetime.now(UTC).date().isoformat(),
             },
             headers=_NO_STORE,
         )
@@ -635,16 +644,20 @@ class CampaignsController(Controller):
         )
         rules = [CampaignRule.from_model(campaign) for campaign in campaigns]
         decision = choose_campaign(rules, CommentFacts(text=text, media_id=media_id))
-        return Template(
-            "campaigns/_try_result.html",
-            context={
-                "decision": decision,
-                "comment": text,
-                "media_id": media_id,
-                "rules": {rule.id: rule for rule in rules},
-            },
-            headers=_NO_STORE,
-        )
+        context: dict[str, Any] = {
+            "decision": decision,
+            "comment": text,
+            "media_id": media_id,
+            "rules": {rule.id: rule for rule in rules},
+        }
+        headers = {**_NO_STORE, "Vary": "HX-Request"}
+        if wants_partial(request):
+            return Template("campaigns/_try_result.html", context=context, headers=headers)
+        # Without JavaScript the form posts here as a page: answer with the page, the form
+        # filled in as it was sent and the result under it.
+        accounts = await _usable_accounts(db_session, viewer.workspace_id)
+        context |= {"accounts": accounts, "chosen": account}
+        return Template("campaigns/try.html", context=context, headers=headers)
 
 
 StatusChange = Callable[[AsyncSession, int, int], Awaitable[Refusal | None]]

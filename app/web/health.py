@@ -1,13 +1,21 @@
-"""`/health` for machines and the header status badge for people, from one health check."""
+"""`/health` for machines and the header status badge for people, from one health check.
+
+`/health` is for operators and monitors and carries each probe's result (an exception's type
+name at most, never its message, so no DSN or password). The badge is on every page, the
+sign-in page too: visitors see only the state; what is wrong is shown to signed-in users.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from litestar import Controller, Request, get
+from litestar import Controller, get
 from litestar.di import NamedDependency
+from litestar.plugins.htmx import HTMXRequest
 from litestar.response import Response, Template
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.auth.current import peek_viewer
 from app.health import check_health
 from app.resources import Resources
 
@@ -29,11 +37,16 @@ class HealthController(Controller):
 
     @get("/status/badge", name="status_badge", cache=False)
     async def badge(
-        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+        self,
+        request: HTMXRequest,
+        resources: NamedDependency[Resources],
+        db_session: NamedDependency[AsyncSession],
     ) -> Template:
         report = await check_health(resources)
+        # A dead database must not turn the badge into an error page: it says "down" then.
+        signed_in = report.database.get("ok") and await peek_viewer(request, db_session)
         return Template(
             "partials/status_badge.html",
-            context={"health": report},
+            context={"health": report, "detailed": bool(signed_in)},
             headers={"Cache-Control": "no-store"},
         )

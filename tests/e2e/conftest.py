@@ -33,6 +33,7 @@ from playwright.sync_api import Page
 from tests.e2e.flows import Connected, SignedIn, connect_instagram, sign_up
 from tests.support.dashboard import sandbox_env, web_env_for
 from tests.support.infra import TestDatabase, TestRedis, truncate_all
+from tests.support.options import default_option
 from tests.support.processes import (
     Service,
     free_port,
@@ -55,6 +56,12 @@ CHROMIUM_ARGS = [
 ]
 # Post thumbnails come straight from Instagram's CDN; the test machine has no internet.
 CDN_PATTERN = "https://scontent.cdninstagram.com/**"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A failing browser test leaves a screenshot of the page (under test-results/playwright,
+    # see tests/conftest.py) however pytest was started, not only through `make e2e`.
+    default_option(config, "--screenshot", "only-on-failure")
 
 
 def chromium_path() -> str:

@@ -9,15 +9,17 @@ import re
 from typing import Any
 
 import psycopg
+import redis
 from playwright.sync_api import expect
 
 from tests.e2e.flows import Connected, create_campaign
 from tests.support.dashboard import LEMON_REEL
 from tests.support.log_data import wait_past_activation
-from tests.support.processes import Service
+from tests.support.processes import Service, wait_until
 from tests.support.sandbox_process import SandboxProcess
 
 DELIVERED_WITHIN_MS = 20_000
+QUEUE = "delivery"  # the default QUEUE_NAME, which the test processes keep
 
 
 def _rows(db_url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -25,8 +27,28 @@ def _rows(db_url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         return list(conn.execute(sql, params).fetchall())
 
 
+def _work_left(redis_url: str, db_url: str) -> list[str]:
+    """Jobs still queued, running or scheduled, other than the worker's crons, and webhook
+    POSTs not yet ingested: anything that could still send a DM."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        jobs = [
+            job.decode()
+            for job in client.zrange(f"saq:{QUEUE}:incomplete", 0, -1)
+            if f"saq:job:{QUEUE}:cron:" not in job.decode()
+        ]
+    finally:
+        client.close()
+    outbox = _rows(db_url, "SELECT id FROM webhook_events WHERE status IN ('received', 'enqueued')")
+    return jobs + [f"webhook_event:{event_id}" for (event_id,) in outbox]
+
+
 def test_a_fans_comment_turns_sent_in_the_open_log_and_one_dm_arrives(
-    connected: Connected, sandbox: SandboxProcess, worker: Service, db_url: str
+    connected: Connected,
+    sandbox: SandboxProcess,
+    worker: Service,
+    db_url: str,
+    test_env: dict[str, str],
 ) -> None:
     page = connected.page
     create_campaign(page, name="Lemon loaf recipe", keyword="RECIPE", activate=True)
@@ -75,3 +97,16 @@ def test_a_fans_comment_turns_sent_in_the_open_log_and_one_dm_arrives(
     expect(page.locator("#stat-sent .stat-number")).to_have_text("1")
     expect(page.locator('#per-account tr[data-account="sunny.bakes"] .n-sent')).to_have_text("1")
     assert _rows(db_url, "SELECT pr_state, pr_attempts FROM dm_logs") == [("SENT", 1)]
+
+    # Still exactly one DM once the worker has nothing left that could send another: a late
+    # duplicate (a redelivered webhook, a second job for the row) would have arrived by now.
+    wait_until(
+        lambda: not _work_left(test_env["REDIS_URL"], db_url),
+        timeout=30,
+        interval=0.5,
+        what="the worker to finish every job but its crons",
+    )
+    inbox = sandbox.admin.inbox("jane.doe")["messages"]
+    assert [(m["kind"], m["comment_id"]) for m in inbox] == [("private_reply", comment["id"])]
+    stats = sandbox.admin.comment_stats(comment["id"])
+    assert (stats["send_requests"], stats["private_replies_delivered"]) == (1, 1)

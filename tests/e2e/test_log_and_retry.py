@@ -72,11 +72,39 @@ def test_a_double_clicked_retry_retries_once(
     comment_id, row = _comment_and_wait(page, sandbox, "FAILED")
     expect(row.locator(".leg-pr")).to_contain_text("code 551")
 
-    row.locator("button[data-action=retry]").dblclick()
-    expect(row.locator(".leg-pr .state")).to_have_text("SENT", timeout=WITHIN_MS)
+    [(log_id,)] = _rows(db_url, "SELECT id FROM dm_logs")
 
-    [(log_id, attempts, limit, evidence)] = _rows(
-        db_url, "SELECT id, pr_attempts, pr_attempt_limit, pr_evidence FROM dm_logs"
+    # A double click as the server sees it: the same form, with the same one-time key, sent
+    # twice before the first answer is back. htmx itself sends a second click only after the
+    # first swap (the form is gone by then), so the second copy goes out as a fetch of the
+    # same form data while htmx's own request is still in flight.
+    answers: list[tuple[str, int]] = []
+    page.on(
+        "response",
+        lambda r: (
+            answers.append((r.request.method, r.status))
+            if r.url.endswith(f"/log/{log_id}/retry")
+            else None
+        ),
+    )
+    echoed = page.evaluate(
+        """async (id) => {
+            const form = document.querySelector(`#log-${id} form[action$="/retry"]`);
+            const body = new URLSearchParams(new FormData(form));
+            form.querySelector('button[data-action=retry]').click();
+            const headers = {'HX-Request': 'true'};
+            const r = await fetch(form.action, {method: 'POST', body, headers});
+            return [r.status, await r.text()];
+        }""",
+        log_id,
+    )
+    assert echoed[0] == 200
+    assert f'id="log-{log_id}"' in echoed[1]  # the first answer (the row), not a refusal
+    expect(row.locator(".leg-pr .state")).to_have_text("SENT", timeout=WITHIN_MS)
+    assert answers == [("POST", 200), ("POST", 200)]  # both copies reached the server
+
+    [(attempts, limit, evidence)] = _rows(
+        db_url, "SELECT pr_attempts, pr_attempt_limit, pr_evidence FROM dm_logs"
     )
     assert attempts == 2  # the refused send and one retry
     assert limit == 1 + 3  # one fresh budget granted, once

@@ -9,15 +9,17 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 from redis.asyncio import Redis
+from sqlalchemy import func, select
 
 from app.asgi import create_app
 from app.auth.passwords import hash_password
 from app.auth.sessions import SESSION_COOKIE, SESSION_NAMESPACE
 from app.auth.throttle import ThrottlePolicy
-from app.db.models import Role, User, WorkspaceMember
+from app.db.models import IdempotencyKey, Role, User, Workspace, WorkspaceMember
 from app.resources import Resources
 from app.settings import Settings, load_settings
 from tests.support.dashboard import PASSWORD, csrf_token, sign_up, tokens
@@ -43,6 +45,16 @@ async def _login(client: AsyncTestClient, email: str, password: str):  # type: i
 def _session_cookie(client: AsyncTestClient) -> str | None:  # type: ignore[type-arg]
     value = client.cookies.get(SESSION_COOKIE)
     return value if value and value != "null" else None
+
+
+def _session_set_by(response: httpx.Response) -> str | None:
+    """The session id this one answer gave the browser, if it signed it in."""
+    for header in response.headers.get_list("set-cookie"):
+        name, _, rest = header.partition("=")
+        value = rest.split(";", 1)[0]
+        if name == SESSION_COOKIE and value and value != "null":
+            return value
+    return None
 
 
 async def _signed_in_as(settings: Settings, cookie: str | None) -> bool:
@@ -96,20 +108,91 @@ async def test_signup_refuses_a_taken_email_and_a_short_password(
         assert _session_cookie(other) is None
 
 
+async def test_a_double_submitted_sign_up_makes_one_account_and_signs_both_in(
+    client: AsyncTestClient,  # type: ignore[type-arg]
+    settings: Settings,
+    resources: Resources,
+    test_env: dict[str, str],
+) -> None:
+    page = await client.get("/signup")
+    form = tokens(page.text, "/signup")
+    assert form.keys() == {"_csrf_token", "_idem"}
+    data = {**form, "email": EMAIL, "password": PASSWORD, "workspace": "Sunny Bakes"}
+
+    # A double click sends both submissions before either answer arrives, so neither carries
+    # a session cookie. (The in-process client runs one request at a time; racing claims of a
+    # key are covered in test_idempotency.)
+    answers = []
+    for _ in range(2):
+        client.cookies.delete(SESSION_COOKIE)
+        answers.append(await client.post("/signup", data=data, follow_redirects=False))
+    assert [(a.status_code, a.headers.get("location")) for a in answers] == [
+        (303, "/accounts?welcome=1"),
+        (303, "/accounts?welcome=1"),
+    ]
+    sessions = [_session_set_by(answer) for answer in answers]
+    assert None not in sessions
+    assert sessions[0] != sessions[1]
+    for session_id in sessions:
+        assert await _signed_in_as(settings, session_id)
+
+    async with resources.sessionmaker() as session:
+        counts = [
+            await session.scalar(select(func.count()).select_from(table))
+            for table in (User, Workspace, WorkspaceMember)
+        ]
+        keys = (await session.execute(select(IdempotencyKey.scope, IdempotencyKey.status))).all()
+    assert counts == [1, 1, 1]
+    assert [(scope, status.value) for scope, status in keys] == [("auth.signup", "succeeded")]
+
+    # A later repeat of that form gets the same answer; with another password it signs no
+    # one in, and the same key for another email is refused.
+    again = await client.post("/signup", data=data, follow_redirects=False)
+    assert again.headers.get("location") == "/accounts?welcome=1"
+    wrong = await client.post(
+        "/signup", data={**data, "password": "not the same password"}, follow_redirects=False
+    )
+    assert wrong.status_code == 422
+    assert "already exists" in wrong.text
+    assert _session_set_by(wrong) is None
+    other = await client.post(
+        "/signup", data={**data, "email": "other@example.com"}, follow_redirects=False
+    )
+    assert other.status_code == 422
+    assert "That form was already used" in other.text
+
+
+def _cookie_set_by(response: httpx.Response, name: str) -> str:
+    """The Set-Cookie header of this answer for cookie `name` (fails if it set none)."""
+    headers = [h for h in response.headers.get_list("set-cookie") if h.startswith(f"{name}=")]
+    assert len(headers) == 1, response.headers.get_list("set-cookie")
+    return headers[0]
+
+
+def _flags(set_cookie: str) -> set[str]:
+    return {part.strip().lower() for part in set_cookie.split(";")[1:]}
+
+
 async def test_cookies_are_secure_behind_https(test_env: dict[str, str]) -> None:
     settings = load_settings({**test_env, "PUBLIC_BASE_URL": "https://oncereply.example"})
     async with AsyncTestClient(create_app(settings), base_url="https://testserver.local") as c:
+        # The CSRF cookie comes with the first page a visitor opens.
+        first = await c.get("/signup")
+        assert {"secure", "httponly", "samesite=lax"} <= _flags(_cookie_set_by(first, "csrftoken"))
         response = await sign_up(c, EMAIL)
-        session_cookie = next(
-            v for v in response.headers.get_list("set-cookie") if v.startswith(SESSION_COOKIE)
+        assert {"secure", "httponly", "samesite=lax"} <= _flags(
+            _cookie_set_by(response, SESSION_COOKIE)
         )
-        assert "Secure" in session_cookie
-        assert "HttpOnly" in session_cookie
-        page = await c.get("/")
-        csrf_cookie = page.headers.get("set-cookie", "")
-        # The CSRF cookie was set by the first GET of the sign-up page.
-        assert "csrftoken" in c.cookies
-        assert "csrftoken" not in csrf_cookie or "HttpOnly" in csrf_cookie
+
+
+async def test_cookies_work_on_plain_http_for_local_runs(
+    client: AsyncTestClient,  # type: ignore[type-arg]
+    test_env: dict[str, str],
+) -> None:
+    # PUBLIC_BASE_URL is http in tests, as with `make dev`: a Secure cookie would be dropped.
+    flags = _flags(_cookie_set_by(await client.get("/login"), "csrftoken"))
+    assert {"httponly", "samesite=lax"} <= flags
+    assert "secure" not in flags
 
 
 async def test_forms_without_the_csrf_token_are_refused(

@@ -395,6 +395,8 @@ async def test_the_list_shows_todays_counts(
         LegState.SENT,
         LegState.SENT,
         LegState.FAILED,
+        LegState.UNCONFIRMED,
+        LegState.UNCONFIRMED,
         LegState.SKIPPED_DEDUP,
         LegState.PENDING,
     ]
@@ -425,6 +427,12 @@ async def test_the_list_shows_todays_counts(
     assert "2 sent" in listing.text
     assert "1 failed" in listing.text
     assert "1 skipped" in listing.text
+    # Unconfirmed sends need the creator's look: counted, and linked to just those rows.
+    today = datetime.now(UTC).date().isoformat()
+    assert (
+        f'href="/log?state=UNCONFIRMED&amp;campaign={campaign_id}&amp;from={today}"' in listing.text
+    )
+    assert "2 unconfirmed" in listing.text
 
 
 async def test_another_workspace_gets_404_for_campaigns_it_does_not_own(
@@ -476,9 +484,20 @@ async def test_preview_renders_the_dm_as_instagram_would(owner: tuple[Client, in
     )
     assert with_buttons.status_code == 200
     assert "Hi jane.doe! Recipe:" in with_buttons.text
-    assert "https://sunny.example/r" in with_buttons.text  # as the button's link
+    assert 'href="https://sunny.example/r"' in with_buttons.text  # as the button's link
     assert "Get it" in with_buttons.text
     assert "/ 640 characters" in with_buttons.text
+
+    # A link the campaign could not be saved with is shown as a title, never as a link.
+    for url in ("javascript:alert(1)", "http://sunny.example/r", "data:text/html,hi", "/r"):
+        unsafe = await client.post(
+            "/campaigns/preview",
+            data={"dm_text": "Hi", "button_title_1": "Get it", "button_url_1": url},
+            headers=headers,
+        )
+        assert unsafe.status_code == 200
+        assert "Get it" in unsafe.text
+        assert "href=" not in unsafe.text, url
 
     plain = await client.post(
         "/campaigns/preview", data={"dm_text": "Olá {username} 🍋"}, headers=headers
@@ -615,6 +634,24 @@ async def test_try_a_comment_explains_the_winner_and_the_misses(
     excluded = await try_comment("RECIPE giveaway", LEMON_REEL)
     assert "excludes a word" in excluded
     assert {specific, anywhere}
+
+    # Without JavaScript the form posts as a page: the whole page comes back, the comment
+    # still in its field and the answer under it.
+    page_answer = await client.post(
+        "/campaigns/try",
+        data={
+            "_csrf_token": csrf_token(page.text),
+            "account_id": str(account_id),
+            "media_id": LEMON_REEL,
+            "comment": "RECIPE please!!",
+        },
+        headers={"accept": "text/html"},
+    )
+    assert page_answer.status_code == 200
+    assert page_answer.text.lstrip().lower().startswith("<!doctype html>")
+    assert 'value="RECIPE please!!"' in page_answer.text
+    assert "“On the lemon reel” would send the DM" in page_answer.text
+    assert "<!doctype" not in on_reel.lower()  # htmx still gets only the result
 
 
 async def test_a_campaign_on_a_disconnected_account_cannot_go_live(

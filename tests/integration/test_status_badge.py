@@ -1,0 +1,142 @@
+"""The header badge's three states from what the worker leaves in Redis: a fresh heartbeat is
+healthy, a late one (or a backlog nothing drains) is stale, none is down. Visitors see the
+state only; what is wrong is for signed-in users. Neither the badge nor /health shows a
+secret of the deployment (a DSN's password) when a dependency refuses.
+
+Heartbeats are written with the worker's own `write_heartbeat`, at chosen ages, into the
+run's Redis; the badge is read through the real app.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from app.asgi import create_app
+from app.health import STUCK_QUEUE_DEPTH, _probe
+from app.heartbeat import HEARTBEAT_STALE_S, HEARTBEAT_TTL_S, Heartbeat, write_heartbeat
+from app.queue import enqueue
+from app.resources import Resources
+from app.settings import Settings, load_settings
+from tests.support.dashboard import sign_up
+from tests.support.processes import free_port
+
+
+@pytest.fixture
+async def client(settings: Settings, test_env: dict[str, str]) -> AsyncIterator[AsyncTestClient]:  # type: ignore[type-arg]
+    async with AsyncTestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+async def _beat(resources: Resources, age_s: float) -> None:
+    now = time.time()
+    await write_heartbeat(
+        resources.redis,
+        Heartbeat(
+            worker_id="test-host:4242:abcdef",
+            pid=4242,
+            host="test-host",
+            version="test",
+            started_at=now - 600,
+            beat_at=now - age_s,
+            jobs_done=7,
+            last_error=None,
+        ),
+    )
+
+
+async def _badge(client: AsyncTestClient) -> tuple[str, str]:  # type: ignore[type-arg]
+    """The badge's state and its title (the hover text)."""
+    badge = await client.get("/status/badge")
+    assert badge.status_code == 200
+    match = re.search(r'data-state="(\w+)" title="([^"]*)"', badge.text)
+    assert match, badge.text
+    return match.group(1), match.group(2)
+
+
+async def _state(client: AsyncTestClient) -> str:  # type: ignore[type-arg]
+    return (await _badge(client))[0]
+
+
+async def test_a_late_heartbeat_makes_the_badge_stale(
+    client: AsyncTestClient,  # type: ignore[type-arg]
+    resources: Resources,
+) -> None:
+    assert await _state(client) == "down"  # no worker has ever beaten
+    await _beat(resources, age_s=1)
+    assert await _state(client) == "healthy"
+    # Missed two beats but the key has not expired: the worker may be wedged.
+    assert HEARTBEAT_STALE_S < 90 < HEARTBEAT_TTL_S
+    await _beat(resources, age_s=90)
+    assert await _state(client) == "stale"
+
+
+async def test_a_backlog_no_one_drains_makes_the_badge_stale(
+    client: AsyncTestClient,  # type: ignore[type-arg]
+    resources: Resources,
+) -> None:
+    await _beat(resources, age_s=1)  # fresh: a worker that beats but runs nothing
+    for n in range(STUCK_QUEUE_DEPTH - 1):
+        await enqueue(resources.queue, "purge_expired", key=f"stuck-{n}")
+    assert await _state(client) == "healthy"  # a backlog, but not yet a stuck one
+    await enqueue(resources.queue, "purge_expired", key="stuck-last")
+    assert await _state(client) == "stale"
+
+
+async def test_visitors_see_the_state_and_signed_in_users_see_what_is_wrong(
+    client: AsyncTestClient,  # type: ignore[type-arg]
+    resources: Resources,
+) -> None:
+    # The sign-in page polls the badge too: a visitor learns that something is down, not what.
+    state, title = await _badge(client)
+    assert state == "down"
+    assert title == "Something is not running; sign in for details"
+    await sign_up(client, "sunny@example.com")
+    state, title = await _badge(client)
+    assert state == "down"
+    assert title == "no worker heartbeat in the last 120 s"
+    await _beat(resources, age_s=90)
+    assert await _badge(client) == ("stale", "worker heartbeat is late")
+    client.cookies.clear()
+    assert await _badge(client) == (
+        "stale",
+        "Deliveries are running late; sign in for details",
+    )
+
+
+async def test_no_secret_reaches_health_or_the_badge_when_the_database_refuses(
+    test_env: dict[str, str],
+) -> None:
+    # A database nobody listens on, behind a DSN with a password: /health says it is down,
+    # by the exception's type, and echoes neither the DSN nor the password.
+    password = "db-pass-s3cret"
+    dsn = f"postgresql://oncereply:{password}@127.0.0.1:{free_port()}/nowhere"
+    settings = load_settings({**test_env, "DATABASE_URL": dsn})
+    async with AsyncTestClient(create_app(settings)) as visitor:
+        health = await visitor.get("/health")
+        badge = await visitor.get("/status/badge")
+    assert health.status_code == 503
+    database = health.json()["checks"]["database"]
+    assert database["ok"] is False
+    assert database["error"]  # the failure is reported, just not its message
+    assert 'data-state="down"' in badge.text
+    for answer in (health.text, badge.text):
+        for secret in (password, "nowhere", settings.secret_key, test_env["REDIS_URL"]):
+            assert secret not in answer
+
+
+async def test_a_failing_probe_reports_the_error_type_and_never_its_message() -> None:
+    # Driver messages quote the URL they failed on, password included (a Redis URL in a
+    # ConnectionError, a DSN in an OperationalError).
+    async def failing() -> dict[str, Any]:
+        raise ConnectionError("Error connecting to redis://:redis-pass-s3cret@10.0.0.5:6379/0")
+
+    result = await _probe(failing())
+    assert result["ok"] is False
+    assert result["error"] == "ConnectionError"
+    assert "s3cret" not in repr(result)
