@@ -14,7 +14,6 @@ smoke = mkdir -p test-results && $(RUN) python -m $(1) --smoke > test-results/$(
 DEV_DB ?= oncereply
 # make dev copies each process's output here (git-ignored) to show it when a start fails.
 DEV_LOGS := .dev
-E2E_FLAGS := --screenshot only-on-failure --output test-results/playwright
 
 .PHONY: help install services env migrate dev web worker sandbox test lint format typecheck \
         migrate-check unit integration e2e chromium clean bench-deliver chaos bench bench-smoke \
@@ -108,7 +107,7 @@ dev: install services .env migrate ## run web (:8000), worker and the Instagram 
 
 test: install services chromium lint typecheck migrate-check ## everything CI runs: lint, types, migrations, unit + integration, e2e
 	@$(RUN) pytest tests/unit tests/integration -q
-	@$(RUN) pytest tests/e2e -q $(E2E_FLAGS)
+	@$(RUN) pytest tests/e2e -q
 	@$(call smoke,bench.chaos,chaos)
 	@$(MAKE) --no-print-directory bench-smoke
 	@$(call smoke,bench.log_queries,bench-log)
@@ -139,7 +138,7 @@ integration: install services ## integration tests (real PostgreSQL, Redis and s
 	@$(RUN) pytest tests/integration -q
 
 e2e: install services chromium ## browser tests in Debian's Chromium
-	@$(RUN) pytest tests/e2e -q $(E2E_FLAGS)
+	@$(RUN) pytest tests/e2e -q
 
 chromium: ## install Debian's chromium when it is absent (never `playwright install`)
 	@command -v chromium >/dev/null || { echo "installing Debian's chromium"; \

@@ -6,6 +6,7 @@ passed explicitly to whatever needs them rather than kept in module globals.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
@@ -16,6 +17,8 @@ from app.crypto import TokenCipher
 from app.db.engine import create_engine, create_sessionmaker
 from app.instagram.graph import GraphClient
 from app.settings import Settings
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -52,7 +55,10 @@ class Resources:
         )
 
     async def close(self) -> None:
-        await self.graph.aclose()
-        await self.queue.disconnect()
-        await self.redis.aclose()
-        await self.engine.dispose()
+        """Close everything, each part even when another fails (Redis may be down at exit)."""
+        closers = (self.graph.aclose, self.queue.disconnect, self.redis.aclose, self.engine.dispose)
+        for close in closers:
+            try:
+                await close()
+            except Exception as exc:  # noqa: BLE001 - the rest must still be closed
+                logger.warning("closing %s failed: %s", close.__qualname__, exc)
