@@ -62,7 +62,7 @@ migrate: install ## apply every migration to the database in DATABASE_URL (.env)
 dev: install services .env migrate ## run web (:8000), worker and the Instagram sandbox (:8100); Ctrl-C stops all
 	@set -a; . ./.env; set +a; \
 	ONCEREPLY_PASSWORD="$$DEMO_PASSWORD" $(RUN) python -m app create-user --email "$$DEMO_EMAIL" \
-	  --workspace "Demo workspace" --if-missing || exit 1; \
+	  --workspace "Demo workspace" --reset-password || exit 1; \
 	mkdir -p $(DEV_LOGS); \
 	stop() { trap - INT TERM EXIT; kill $$(jobs -p) 2>/dev/null; wait; echo; echo "stopped web, worker and sandbox"; }; \
 	trap 'stop; exit 130' INT; trap 'stop; exit 143' TERM; trap stop EXIT; \

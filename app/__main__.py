@@ -34,6 +34,7 @@ from app.workspaces.service import (
     UserExistsError,
     create_user_with_workspace,
     find_user_by_email,
+    set_password,
 )
 from app.workspaces.team import (
     InviteCreated,
@@ -64,6 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     create_user.add_argument("--workspace", help="workspace name")
     create_user.add_argument(
         "--if-missing", action="store_true", help="succeed quietly when the user already exists"
+    )
+    create_user.add_argument(
+        "--reset-password",
+        action="store_true",
+        help="when the user already exists, set their password to this one instead",
     )
 
     invite = commands.add_parser(
@@ -116,7 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "create-user":
         password = args.password or os.environ.get("ONCEREPLY_PASSWORD") or getpass.getpass()
         return asyncio.run(
-            _create_user(settings, args.email, password, args.workspace, args.if_missing)
+            _create_user(
+                settings,
+                args.email,
+                password,
+                args.workspace,
+                if_missing=args.if_missing,
+                reset_password=args.reset_password,
+            )
         )
     if args.command == "invite":
         return asyncio.run(_invite(settings, args.email, args.invitee, args.role, args.workspace))
@@ -225,7 +238,13 @@ def _rotation_summary(report: RotationReport) -> str:
 
 
 async def _create_user(
-    settings: Settings, email: str, password: str, workspace: str | None, if_missing: bool
+    settings: Settings,
+    email: str,
+    password: str,
+    workspace: str | None,
+    *,
+    if_missing: bool,
+    reset_password: bool,
 ) -> int:
     resources = await Resources.open(settings, db_pool_size=1)
     try:
@@ -234,6 +253,11 @@ async def _create_user(
                 session, email=email, password=password, workspace_name=workspace
             )
     except UserExistsError:
+        if reset_password:
+            async with resources.sessionmaker() as session, session.begin():
+                await set_password(session, email=email, password=password)
+            print(f"user {email} exists; their password is now the one given")
+            return 0
         if if_missing:
             return 0
         print(f"oncereply: a user with email {email} already exists", file=sys.stderr)

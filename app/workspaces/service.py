@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -71,6 +71,20 @@ async def create_user(session: AsyncSession, *, email: str, password: str) -> in
     if user_id is None:
         raise UserExistsError(email)
     return user_id
+
+
+async def set_password(session: AsyncSession, *, email: str, password: str) -> bool:
+    """Give the user with `email` a new password, in the caller's transaction; False when
+    there is no such user."""
+    email = normalize_email(email)
+    validate_credentials(email, password)
+    user_id = await session.scalar(
+        update(User)
+        .where(User.email == email)
+        .values(password_hash=hash_password(password))
+        .returning(User.id)
+    )
+    return user_id is not None
 
 
 async def find_user_by_email(session: AsyncSession, email: str) -> User | None:

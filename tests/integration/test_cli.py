@@ -7,15 +7,20 @@ import sys
 
 from sqlalchemy import text
 
+from app.auth.passwords import verify_password
 from app.resources import Resources
 from tests.support.infra import ROOT
 
 
-def _create_user(env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+def _create_user(
+    env: dict[str, str],
+    *extra: str,
+    password: str = "correct horse battery",  # noqa: S107 - a test value
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "app", "create-user", "--email", "Ana@Example.com", *extra],
         cwd=ROOT,
-        env={**env, "ONCEREPLY_PASSWORD": "correct horse battery"},
+        env={**env, "ONCEREPLY_PASSWORD": password},
         capture_output=True,
         text=True,
         timeout=60,
@@ -70,3 +75,20 @@ def test_weak_password_is_refused_with_a_reason(test_env: dict[str, str]) -> Non
     )
     assert result.returncode == 2
     assert "at least 10 characters" in result.stderr
+
+
+async def test_reset_password_sets_the_password_of_an_existing_user(
+    test_env: dict[str, str], resources: Resources
+) -> None:
+    # make dev relies on it: the demo login it prints must work even when .env was rewritten
+    # while the database kept the user.
+    assert _create_user(test_env).returncode == 0
+    reset = _create_user(test_env, "--reset-password", password="a brand new passphrase")
+    assert reset.returncode == 0, reset.stderr
+    async with resources.engine.connect() as conn:
+        hashes = (await conn.execute(text("SELECT password_hash FROM users"))).scalars().all()
+    assert len(hashes) == 1
+    assert verify_password(hashes[0], "a brand new passphrase")
+    assert not verify_password(hashes[0], "correct horse battery")
+    weak = _create_user(test_env, "--reset-password", password="short")
+    assert weak.returncode == 2
