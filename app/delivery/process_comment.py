@@ -5,6 +5,10 @@ send, deadline) → public-reply leg → private-reply leg: hourly slot (Redis) 
 statement (person, quota, leg, attempt row) → send → classify → one record statement → give
 back the slot on a definite answer. Only the worker whose claim returned IN_FLIGHT calls Meta.
 
+An answer to the public reply that stops the whole account (368 pause, 190 token) also stops
+the private reply of the same job: it stays PENDING until the account can send again, as work
+found waiting on a paused account at load does.
+
 The private reply is the campaign's link message, or — for a two-step campaign — its opening
 DM or follow prompt (`follow_gate.comment_reply`), whose button brings the person back as a
 tap (`dm_flow`). The steps shared with the DM flow live in `send_steps`.
@@ -20,7 +24,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -35,6 +39,7 @@ from app.delivery.quota import usage_month
 from app.delivery.rate_limit import BudgetFull, HourlyBudget, Slot
 from app.delivery.scheduling import enqueue_delivery
 from app.delivery.send_steps import (
+    REAUTH_WAIT,
     REDIS_WAIT,
     Report,
     Run,
@@ -71,10 +76,13 @@ async def process_comment(resources: Resources, *, worker_id: str, dm_log_id: in
             # The common case: claim on the connection that loaded the row.
             held = await _claim_private(conn, run)
     if pub_due:
-        await _public_leg(run)
+        account_wait = await _public_leg(run)
         if pr_due:
             async with claims.autocommit(resources.engine) as conn:
-                held = await _claim_private(conn, run)
+                if account_wait is None:
+                    held = await _claim_private(conn, run)
+                else:
+                    await _wait_for_account(conn, run, account_wait)
     if held is not None:
         verdict = await send_claimed(run, held.claim, held.content)
         if verdict is not None and verdict.definite:
@@ -97,7 +105,16 @@ def comment_content(delivery: Delivery) -> Content:
 # --- the public reply ------------------------------------------------------------------------
 
 
-async def _public_leg(run: Run) -> None:
+@dataclass(frozen=True, slots=True)
+class _AccountWait:
+    """The public reply's answer said the account cannot send now: until when, and why."""
+
+    until: datetime
+    reason: str
+
+
+async def _public_leg(run: Run) -> _AccountWait | None:
+    """Post the public reply; an `_AccountWait` when its answer stopped the account."""
     delivery = run.delivery
     variants = [v for v in delivery.public_replies if v.strip()]
     # Variety, not secrecy: any generator will do for picking a variant.
@@ -110,13 +127,13 @@ async def _public_leg(run: Run) -> None:
                 private=False,
             )  # fmt: skip
             run.report.public = LegState.FAILED.value
-            return
+            return None
         claim = await claims.claim_public_reply(
             conn, dm_log_id=delivery.id, worker_id=run.worker_id, reply_text=reply
         )
     if claim is None:
         run.report.public = "not claimed"
-        return
+        return None
     started = time.perf_counter()
     verdict: Verdict | None = None
     reply_id = ""
@@ -132,6 +149,19 @@ async def _public_leg(run: Run) -> None:
     else:
         update = await failure(run, claim, verdict, private=False)
     await record(run, claim, report, update)
+    if verdict is not None and verdict.account_action is not None:
+        # `failure` paused the account or dealt with its token; the leg waits until then.
+        until = update.next_attempt_at or datetime.now(UTC) + REAUTH_WAIT
+        return _AccountWait(until, f"waiting: {verdict.reason}")
+    return None
+
+
+async def _wait_for_account(conn: AsyncConnection, run: Run, wait: _AccountWait) -> None:
+    # Not claimed, so nothing is spent: no slot, quota, person claim or attempt. A job is
+    # already due for the public leg's wait if it has one (a token refresh); a pause is lifted
+    # by the relay, which then enqueues both legs.
+    await claims.postpone(conn, run.delivery.id, wait.until, wait.reason, public=False)
+    run.report.notes.append(wait.reason)
 
 
 # --- the private reply ------------------------------------------------------------------------

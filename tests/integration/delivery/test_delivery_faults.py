@@ -172,6 +172,38 @@ async def test_368_pauses_the_account_and_the_work_waits(world: World) -> None:
         ).private == "SENT"
 
 
+async def test_368_on_the_public_reply_stops_the_dm_of_the_same_job(world: World) -> None:
+    campaign = await world.campaign(
+        name="Public first", public_reply_enabled=True, public_replies=["Check your DMs"]
+    )
+    row = await world.comment(campaign_id=campaign, public=True)
+    world.admin.add_fault("replies", "reject", code=368, times=1)
+    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    assert (report.public, report.private) == ("PENDING", None)
+    assert world.admin.requests(endpoint="messages") == [], "no DM was sent on a paused account"
+    assert world.stats(row.trigger_id)["send_requests"] == 0
+    async with world.resources.sessionmaker() as session:
+        account = await session.get(InstagramAccount, world.account_id)
+        assert account is not None
+        assert account.status is AccountStatus.PAUSED
+        paused_until = account.paused_until
+    # The DM leg was not claimed: nothing spent, and it waits for the pause like the reply.
+    log = await world.log(row.id)
+    assert log.pr_state is LegState.PENDING
+    assert log.pr_attempts == 0
+    assert log.pr_next_attempt_at == paused_until
+    assert log.pub_next_attempt_at == paused_until
+    assert [a.leg for a in await world.attempts(row.id)] == ["public_reply"]
+    # When the pause is over, both legs go out.
+    await world.execute("UPDATE instagram_accounts SET paused_until = now() - interval '1 second'")
+    await world.execute(
+        "UPDATE dm_logs SET pr_next_attempt_at = now(), pub_next_attempt_at = now()"
+    )
+    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    assert (report.public, report.private) == ("SENT", "SENT")
+    assert len(world.inbox("jane.doe")) == 1
+
+
 async def test_190_refreshes_the_token_once_and_retries(world: World) -> None:
     row = await world.comment()
     before = (await world.log(row.id)).pr_attempts
