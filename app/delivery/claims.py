@@ -9,6 +9,10 @@
   SKIPPED_DEDUP / SKIPPED_QUOTA) and inserts the `delivery_attempts` row. Of any number of
   racing workers exactly one gets IN_FLIGHT back; only that one may call Meta.
 - `claim_public_reply`: the same for the public-reply leg (no person, no quota).
+- Both claim only while the account can send (active, or an automatic pause that has run
+  out, as `accounts.gate_for` reads it): a 368 or 190 that another job met after this one
+  loaded the row stops it here. Such a refusal comes back from the same statement as
+  `AccountUnable`, so the caller can keep the work waiting without another query.
 - `record`: the leg's outcome plus the attempt row's, plus giving back the quota and the person
   claim on a definite failure — and, for a SENT reveal that answered a tap or a DM, inserting
   its follow-up row — in one statement, conditional on still holding the claim.
@@ -49,6 +53,14 @@ _DEAD_STATES = tuple(
     if state not in (LegState.PENDING, LegState.IN_FLIGHT, LegState.SENT, LegState.UNCONFIRMED)
 )
 _DEAD_LIST = ", ".join(f"'{state}'" for state in _DEAD_STATES)
+# The account `a` can send, as `accounts.gate_for` says (SEND), NULL-safe so that NOT works.
+_ACCOUNT_CAN_SEND = """COALESCE(a.status = 'active' OR (a.status = 'paused'
+    AND a.paused_until IS NOT NULL AND a.paused_until <= now()), false)"""
+# The second part of a claim's answer: the account's state when it refused the claim.
+_ACCOUNT_REFUSAL = f"""
+SELECT {{nulls}}, a.status, a.paused_until
+FROM dm_logs d JOIN instagram_accounts a ON a.id = d.account_id
+WHERE d.id = :id AND NOT {_ACCOUNT_CAN_SEND}"""  # noqa: S608 - module constants only
 
 
 @asynccontextmanager
@@ -224,6 +236,14 @@ class Claim:
         return self.state is LegState.IN_FLIGHT
 
 
+@dataclass(frozen=True, slots=True)
+class AccountUnable:
+    """A claim refused because the account cannot send now; the row was left as it was."""
+
+    status: str
+    paused_until: datetime | None
+
+
 _CLAIM_PRIVATE = text(
     f"""
 WITH target AS (
@@ -231,9 +251,11 @@ WITH target AS (
            (CAST(:purpose AS varchar) IS NOT NULL
             AND d.campaign_id IS NOT NULL AND d.recipient_id IS NOT NULL
             AND COALESCE(c.once_per_person, true)) AS once
-    FROM dm_logs d LEFT JOIN campaigns c ON c.id = d.campaign_id
+    FROM dm_logs d JOIN instagram_accounts a ON a.id = d.account_id
+    LEFT JOIN campaigns c ON c.id = d.campaign_id
     WHERE d.id = :id AND d.pr_state = 'PENDING' AND d.pr_attempts < d.pr_attempt_limit
       AND (d.pr_next_attempt_at IS NULL OR d.pr_next_attempt_at <= now() + {_DUE_TOLERANCE})
+      AND {_ACCOUNT_CAN_SEND}
     FOR UPDATE OF d
 ),
 person AS (
@@ -295,8 +317,10 @@ attempt AS (
     WHERE l.pr_state = 'IN_FLIGHT'
     RETURNING id
 )
-SELECT l.pr_state, l.pr_attempts, (SELECT id FROM attempt), (SELECT month FROM quota)
+SELECT l.pr_state, l.pr_attempts, (SELECT id FROM attempt), (SELECT month FROM quota),
+       NULL, CAST(NULL AS timestamptz)
 FROM leg l
+UNION ALL {_ACCOUNT_REFUSAL.format(nulls="NULL, NULL, NULL, CAST(NULL AS date)")}
 """  # noqa: S608 - composed from module constants; every value is a bound parameter
 )
 
@@ -312,10 +336,11 @@ async def claim_private_reply(
     message_kind: MessageKind = MessageKind.REVEAL,
     person: PersonClaim | None = PersonClaim.PRIVATE_REPLY,
     evidence: dict[str, Any] | None = None,
-) -> Claim | None:
-    """Claim the private-reply (or DM) leg; None when another worker has it or it is not
-    claimable. `person` is what the person is claimed for (None: no once-per-person claim,
-    for follow prompts and follow-ups); `evidence` is merged into `pr_evidence`."""
+) -> Claim | AccountUnable | None:
+    """Claim the private-reply (or DM) leg; `AccountUnable` when the account cannot send now,
+    None when another worker has it or it is not claimable. `person` is what the person is
+    claimed for (None: no once-per-person claim, for follow prompts and follow-ups);
+    `evidence` is merged into `pr_evidence`."""
     row = (
         await conn.execute(
             _CLAIM_PRIVATE,
@@ -333,37 +358,43 @@ async def claim_private_reply(
     ).first()
     if row is None:
         return None
+    if row[0] is None:
+        return AccountUnable(row[4], row[5])
     return Claim(Leg.PRIVATE_REPLY, LegState(row[0]), row[1], row[2], row[3])
 
 
 _CLAIM_PUBLIC = text(
     f"""
 WITH leg AS (
-    UPDATE dm_logs SET
+    UPDATE dm_logs d SET
         pub_state = 'IN_FLIGHT',
-        pub_attempts = pub_attempts + 1,
+        pub_attempts = d.pub_attempts + 1,
         pub_claimed_at = now(),
         pub_claimed_by = :worker,
         pub_next_attempt_at = NULL,
         pub_text = :text,
         updated_at = now()
-    WHERE id = :id AND pub_state = 'PENDING' AND pub_attempts < {MAX_PUBLIC_ATTEMPTS}
-      AND (pub_next_attempt_at IS NULL OR pub_next_attempt_at <= now() + {_DUE_TOLERANCE})
-    RETURNING pub_attempts
+    FROM instagram_accounts a
+    WHERE d.id = :id AND d.pub_state = 'PENDING' AND d.pub_attempts < {MAX_PUBLIC_ATTEMPTS}
+      AND (d.pub_next_attempt_at IS NULL OR d.pub_next_attempt_at <= now() + {_DUE_TOLERANCE})
+      AND a.id = d.account_id AND {_ACCOUNT_CAN_SEND}
+    RETURNING d.pub_attempts
 ),
 attempt AS (
     INSERT INTO delivery_attempts (dm_log_id, leg, attempt_no, request_kind, worker_id)
     SELECT :id, 'public_reply', l.pub_attempts, 'reply', :worker FROM leg l
     RETURNING id
 )
-SELECT l.pub_attempts, (SELECT id FROM attempt) FROM leg l
+SELECT l.pub_attempts, (SELECT id FROM attempt), NULL, CAST(NULL AS timestamptz) FROM leg l
+UNION ALL {_ACCOUNT_REFUSAL.format(nulls="NULL, NULL")}
 """  # noqa: S608 - composed from module constants; every value is a bound parameter
 )
 
 
 async def claim_public_reply(
     conn: AsyncConnection, *, dm_log_id: int, worker_id: str, reply_text: str
-) -> Claim | None:
+) -> Claim | AccountUnable | None:
+    """Claim the public-reply leg; see `claim_private_reply` for what else it may return."""
     row = (
         await conn.execute(
             _CLAIM_PUBLIC, {"id": dm_log_id, "worker": worker_id, "text": reply_text}
@@ -371,6 +402,8 @@ async def claim_public_reply(
     ).first()
     if row is None:
         return None
+    if row[0] is None:
+        return AccountUnable(row[2], row[3])
     return Claim(Leg.PUBLIC_REPLY, LegState.IN_FLIGHT, row[0], row[1])
 
 

@@ -35,6 +35,7 @@ from app.delivery.scheduling import enqueue_delivery
 from app.delivery.send_steps import (
     Report,
     Run,
+    hold_for_account,
     open_run,
     send_claimed,
     settle,
@@ -177,6 +178,11 @@ async def _claim_and_send(run: Run, choice: _Choice) -> None:
             person=PersonClaim.REVEAL if reveal else None,
             evidence=choice.evidence,
         )
+        if isinstance(claim, claims.AccountUnable):
+            # Another job met a 368 or 190 after this one loaded the row.
+            await hold_for_account(conn, run, claim, private=True, public=False)
+            run.report.private = run.report.private or "waiting for the account"
+            return
     if claim is None or not claim.won:
         run.report.private = claim.state.value if claim is not None else "not claimed"
         return

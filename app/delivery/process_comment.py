@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.models import Leg, LegState, PersonClaim, TriggerKind
 from app.delivery import claims, dm_content, follow_gate
-from app.delivery.claims import Claim, Delivery, LegUpdate
+from app.delivery.claims import AccountUnable, Claim, Delivery, LegUpdate
 from app.delivery.dm_content import Content, texts_of
 from app.delivery.messages import render
 from app.delivery.outcomes import call_report
@@ -45,6 +45,7 @@ from app.delivery.send_steps import (
     Run,
     elapsed_ms,
     failure,
+    hold_for_account,
     open_run,
     record,
     send_claimed,
@@ -76,13 +77,10 @@ async def process_comment(resources: Resources, *, worker_id: str, dm_log_id: in
             # The common case: claim on the connection that loaded the row.
             held = await _claim_private(conn, run)
     if pub_due:
-        account_wait = await _public_leg(run)
-        if pr_due:
+        account_stopped = await _public_leg(run)
+        if pr_due and not account_stopped:
             async with claims.autocommit(resources.engine) as conn:
-                if account_wait is None:
-                    held = await _claim_private(conn, run)
-                else:
-                    await _wait_for_account(conn, run, account_wait)
+                held = await _claim_private(conn, run)
     if held is not None:
         verdict = await send_claimed(run, held.claim, held.content)
         if verdict is not None and verdict.definite:
@@ -105,16 +103,9 @@ def comment_content(delivery: Delivery) -> Content:
 # --- the public reply ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _AccountWait:
-    """The public reply's answer said the account cannot send now: until when, and why."""
-
-    until: datetime
-    reason: str
-
-
-async def _public_leg(run: Run) -> _AccountWait | None:
-    """Post the public reply; an `_AccountWait` when its answer stopped the account."""
+async def _public_leg(run: Run) -> bool:
+    """Post the public reply; true when the account cannot send now (its answer was a 368 or
+    a 190, or its claim was refused for another job's), the private leg then being held too."""
     delivery = run.delivery
     variants = [v for v in delivery.public_replies if v.strip()]
     # Variety, not secrecy: any generator will do for picking a variant.
@@ -127,13 +118,18 @@ async def _public_leg(run: Run) -> _AccountWait | None:
                 private=False,
             )  # fmt: skip
             run.report.public = LegState.FAILED.value
-            return None
+            return False
         claim = await claims.claim_public_reply(
             conn, dm_log_id=delivery.id, worker_id=run.worker_id, reply_text=reply
         )
+        if isinstance(claim, AccountUnable):
+            # Another job met a 368 or 190 after this one loaded the row.
+            await hold_for_account(conn, run, claim, private=run.pr_due, public=True)
+            run.report.public = "waiting for the account"
+            return True
     if claim is None:
         run.report.public = "not claimed"
-        return None
+        return False
     started = time.perf_counter()
     verdict: Verdict | None = None
     reply_id = ""
@@ -149,19 +145,18 @@ async def _public_leg(run: Run) -> _AccountWait | None:
     else:
         update = await failure(run, claim, verdict, private=False)
     await record(run, claim, report, update)
-    if verdict is not None and verdict.account_action is not None:
-        # `failure` paused the account or dealt with its token; the leg waits until then.
+    if verdict is None or verdict.account_action is None:
+        return False
+    if run.pr_due:
+        # `failure` paused the account or dealt with its token: the private leg waits as long
+        # as this one, unclaimed, so nothing is spent. A token wait already has its job in
+        # `run.next_due`; a pause is lifted by the relay, which then enqueues both legs.
         until = update.next_attempt_at or datetime.now(UTC) + REAUTH_WAIT
-        return _AccountWait(until, f"waiting: {verdict.reason}")
-    return None
-
-
-async def _wait_for_account(conn: AsyncConnection, run: Run, wait: _AccountWait) -> None:
-    # Not claimed, so nothing is spent: no slot, quota, person claim or attempt. A job is
-    # already due for the public leg's wait if it has one (a token refresh); a pause is lifted
-    # by the relay, which then enqueues both legs.
-    await claims.postpone(conn, run.delivery.id, wait.until, wait.reason, public=False)
-    run.report.notes.append(wait.reason)
+        reason = f"waiting: {verdict.reason}"
+        async with claims.autocommit(run.resources.engine) as conn:
+            await claims.postpone(conn, delivery.id, until, reason, public=False)
+        run.report.notes.append(reason)
+    return True
 
 
 # --- the private reply ------------------------------------------------------------------------
@@ -204,6 +199,11 @@ async def _claim_private(conn: AsyncConnection, run: Run) -> _Held | None:
         message_kind=content.kind,
         person=PersonClaim.PRIVATE_REPLY,
     )
+    if isinstance(claim, AccountUnable):
+        await _release_slot(budget, reserved)
+        await hold_for_account(conn, run, claim, private=True, public=False)
+        run.report.private = run.report.private or "waiting for the account"
+        return None
     if claim is None or not claim.won:
         await _release_slot(budget, reserved)
         run.report.private = claim.state.value if claim is not None else "not claimed"

@@ -3,6 +3,8 @@
 - `open_run`: the row loaded, which legs are due, and `may_send`: campaign active, account
   able to send, deadline ahead (7 days for a private reply, 24 hours for a DM), token
   readable — or the legs are settled / postponed;
+- `hold_for_account`: what an account that cannot send means for the legs, whether the load
+  saw it or a claim refused because of it;
 - `send_claimed`: the call(s) under a won claim — the message, then its plain-text fallback if
   Meta refused the template itself (a second attempt row under the same claim) — then one
   record statement, an inbox check for an UNCONFIRMED outcome, and the job of a follow-up the
@@ -133,20 +135,17 @@ async def may_send(conn: AsyncConnection, run: Run, *, pr_due: bool, pub_due: bo
     if delivery.campaign_status != "active":
         await settle(conn, run, LegState.SKIPPED_CAMPAIGN_INACTIVE, "the campaign is not active")
         return False
-    gate = accounts.gate_for(delivery.account_status, delivery.paused_until, now)
+    unable = claims.AccountUnable(delivery.account_status, delivery.paused_until)
+    gate = accounts.gate_for(unable.status, unable.paused_until, now)
     if gate is accounts.Gate.SKIP:
-        reason = f"the Instagram account is {delivery.account_status}"
-        await settle(conn, run, LegState.SKIPPED_ACCOUNT_PAUSED, reason)
+        await hold_for_account(conn, run, unable, private=pr_due, public=pub_due)
         return False
     if delivery.deadline_at is not None and delivery.deadline_at <= now:
         reason = window_closed_reason(delivery.trigger_kind)
         await settle(conn, run, LegState.SKIPPED_WINDOW_EXPIRED, reason)
         return False
     if gate is accounts.Gate.WAIT:
-        until = delivery.paused_until or now + REAUTH_WAIT
-        reason = f"waiting: the Instagram account is {delivery.account_status}"
-        await claims.postpone(conn, delivery.id, until, reason, private=pr_due, public=pub_due)
-        run.report.notes.append(reason)
+        await hold_for_account(conn, run, unable, private=pr_due, public=pub_due)
         return False
     if delivery.account_status != "active":
         await accounts.resume_expired_pauses(conn, delivery.account_id)
@@ -166,6 +165,31 @@ async def may_send(conn: AsyncConnection, run: Run, *, pr_due: bool, pub_due: bo
         await claims.postpone(conn, delivery.id, now + REAUTH_WAIT, reason)
         return False
     return True
+
+
+async def hold_for_account(
+    conn: AsyncConnection,
+    run: Run,
+    unable: claims.AccountUnable,
+    *,
+    private: bool,
+    public: bool,
+) -> None:
+    """Work on an account that cannot send now, seen at load or refused by a claim: a
+    creator's pause or a disconnect skips the row's pending legs; an automatic pause or a
+    refused token keeps the given legs PENDING until it may be over (the relay picks them up
+    once the account is active again). An automatic pause that has just run out changes
+    nothing: the leg stays due."""
+    now = datetime.now(UTC)
+    gate = accounts.gate_for(unable.status, unable.paused_until, now)
+    if gate is accounts.Gate.SKIP:
+        reason = f"the Instagram account is {unable.status}"
+        await settle(conn, run, LegState.SKIPPED_ACCOUNT_PAUSED, reason)
+    elif gate is accounts.Gate.WAIT:
+        until = unable.paused_until or now + REAUTH_WAIT
+        reason = f"waiting: the Instagram account is {unable.status}"
+        await claims.postpone(conn, run.delivery.id, until, reason, private=private, public=public)
+        run.report.notes.append(reason)
 
 
 async def settle(

@@ -5,14 +5,20 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+import pytest
+
 from app.db.models import LegState
 from app.delivery import claims
 from app.delivery.process_comment import process_comment
 from app.delivery.quota import usage, usage_month
+from app.delivery.rate_limit import HourlyBudget
 from tests.integration.delivery.conftest import World
+from tests.integration.delivery.polling import account
 
 
-async def _claim(world: World, dm_log_id: int, worker: str) -> claims.Claim | None:
+async def _claim(
+    world: World, dm_log_id: int, worker: str
+) -> claims.Claim | claims.AccountUnable | None:
     async with claims.autocommit(world.resources.engine) as conn:
         return await claims.claim_private_reply(
             conn,
@@ -107,3 +113,65 @@ async def test_a_person_claim_left_by_a_dead_row_can_be_taken_over(world: World)
     claim = await _claim(world, second.id, "w")
     assert claim is not None
     assert claim.won
+
+
+@pytest.mark.parametrize(
+    ("status", "paused_for"),
+    [("paused", timedelta(hours=6)), ("needs_reauth", None), ("paused", None)],
+    ids=["automatic pause", "needs reauth", "paused by the creator"],
+)
+async def test_no_leg_is_claimed_while_the_account_cannot_send(
+    world: World, status: str, paused_for: timedelta | None
+) -> None:
+    row = await world.comment(public=True)
+    await world.execute(
+        "UPDATE instagram_accounts SET status = :status, paused_until = now() + :wait",
+        status=status,
+        wait=paused_for,
+    )
+    refused = await _claim(world, row.id, "w")
+    assert isinstance(refused, claims.AccountUnable)
+    assert refused.status == status
+    assert (refused.paused_until is None) is (paused_for is None)
+    async with claims.autocommit(world.resources.engine) as conn:
+        public = await claims.claim_public_reply(
+            conn, dm_log_id=row.id, worker_id="w", reply_text="hi"
+        )
+        assert public == refused
+        assert (await usage(conn, world.workspace_id)).reserved == 0
+    log = await world.log(row.id)
+    assert (log.pr_state, log.pub_state) == (LegState.PENDING, LegState.PENDING)
+    assert (log.pr_attempts, log.pub_attempts) == (0, 0)
+    assert await world.attempts(row.id) == []
+    # An automatic pause that has run out is no obstacle, as at load.
+    await world.execute(
+        "UPDATE instagram_accounts SET status = 'paused', paused_until = now() - interval '1 s'"
+    )
+    claim = await _claim(world, row.id, "w")
+    assert isinstance(claim, claims.Claim)
+    assert claim.won
+
+
+async def test_a_pause_after_the_load_stops_the_claim_and_the_work_waits(world: World) -> None:
+    campaign = await world.campaign(
+        name="Public first", public_reply_enabled=True, public_replies=["Check your DMs"]
+    )
+    row = await world.comment(campaign_id=campaign, public=True)
+    # While this job's public reply is on its way, another job meets a 368 and pauses the
+    # account: this job loaded an active account, its private-reply claim must see the pause.
+    world.admin.add_fault("replies", "latency", seconds=1.0, times=1)
+    job = asyncio.create_task(process_comment(world.resources, worker_id="w", dm_log_id=row.id))
+    await asyncio.sleep(0.5)
+    await world.execute(
+        "UPDATE instagram_accounts SET status = 'paused', paused_until = now() + interval '6 h'"
+    )
+    report = await job
+    assert (report.public, report.private) == ("SENT", "waiting for the account")
+    assert world.admin.requests(endpoint="messages") == []
+    budget = HourlyBudget(world.resources.redis, limit=1)
+    assert await budget.used(world.account_id) == 0, "the hourly slot was given back"
+    log = await world.log(row.id)
+    assert log.pr_state is LegState.PENDING
+    assert log.pr_attempts == 0
+    assert log.pr_next_attempt_at == (await account(world)).paused_until
+    assert log.pr_error_message == "waiting: the Instagram account is paused"
