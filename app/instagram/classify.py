@@ -37,7 +37,17 @@ AMBIGUOUS_CODES = frozenset({1, 2})
 
 # A code-100 answer that names the template or its buttons may fall back to plain text; but
 # never one that says the window is closed, the comment cannot take a private reply or the
-# user is gone: the first call may already have used the comment's only private reply.
+# user is gone: the first call may already have used the comment's only private reply. Both
+# the subcode and Meta's wording are checked, since either may be missing or reworded.
+_NOT_A_TEMPLATE_SUBCODES = WINDOW_SUBCODES | {
+    ALREADY_USED_SUBCODE,
+    DELETED_SUBCODE,
+    2018001,  # no matching user found
+    2534014,  # no matching Instagram user
+    2534013,  # the page is not linked to an Instagram account
+    2534029,  # the business is blocked from Instagram messaging
+    2534037,  # the app does not own the thread
+}
 _TEMPLATE_WORDS = re.compile(r"template|button", re.IGNORECASE)
 _NOT_A_TEMPLATE_PROBLEM = re.compile(
     r"outside of allowed window|invalid for a private reply|user cannot be found"
@@ -163,7 +173,7 @@ def _classify_api_error(error: GraphApiError, leg: Leg) -> Verdict:
     template_rejected = (
         leg is Leg.PRIVATE_REPLY
         and code == 100
-        and subcode != DELETED_SUBCODE
+        and subcode not in _NOT_A_TEMPLATE_SUBCODES
         and bool(_TEMPLATE_WORDS.search(error.message))
         and not _NOT_A_TEMPLATE_PROBLEM.search(error.message)
     )

@@ -125,6 +125,17 @@ def test_text_fallback_only_for_a_rejected_template(
     assert classify_error(api(code, subcode, message=message)).template_rejected is fallback
 
 
+@pytest.mark.parametrize("subcode", [2534025, 33, 2534014, 2018001, 2534022, 2018278, 2018065])
+def test_no_text_fallback_for_a_subcode_that_is_not_about_the_template(subcode: int) -> None:
+    # Worded so that only the subcode tells: Meta's messages change, its codes are documented.
+    verdict = classify_error(api(100, subcode, message="(#100) Invalid button template"))
+    assert not verdict.template_rejected
+    # The same words without such a subcode are a template problem.
+    assert classify_error(
+        api(100, None, message="(#100) Invalid button template")
+    ).template_rejected
+
+
 def test_public_replies_never_fall_back_and_never_claim_the_comment_was_used() -> None:
     verdict = classify_error(api(100, 2534025, message="template"), Leg.PUBLIC_REPLY)
     assert not verdict.template_rejected
