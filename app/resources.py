@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.crypto import TokenCipher
 from app.db.engine import create_engine, create_sessionmaker
 from app.instagram.graph import GraphClient
+from app.queue import open_queue
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ class Resources:
     ) -> Resources:
         engine = create_engine(settings.database_url, pool_size=db_pool_size, pre_ping=db_pre_ping)
         # SAQ closes the client it is given on disconnect, so it gets its own.
-        queue = Queue.from_url(settings.redis_url, name=settings.queue_name)
+        queue = open_queue(settings)
         await queue.connect()
         return cls(
             settings=settings,

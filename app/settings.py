@@ -17,6 +17,9 @@ from urllib.parse import urlsplit
 
 T = TypeVar("T")
 
+# The longest SEND_TIMEOUT_S may be: it bounds how long a job that calls Meta may run.
+SEND_TIMEOUT_MAX_S = 120.0
+
 _HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
 
 
@@ -90,7 +93,9 @@ def load_settings(
             "PRIVATE_REPLIES_PER_HOUR", _int_between(1, 100_000), 750
         ),
         reconcile_interval_s=reader.optional("RECONCILE_INTERVAL_S", _int_between(10, 86_400), 300),
-        send_timeout_s=reader.optional("SEND_TIMEOUT_S", _float_between(0.5, 120.0), 10.0),
+        send_timeout_s=reader.optional(
+            "SEND_TIMEOUT_S", _float_between(0.5, SEND_TIMEOUT_MAX_S), 10.0
+        ),
         webhook_max_body_bytes=reader.optional(
             "WEBHOOK_MAX_BODY_BYTES", _int_between(1024, 64 * 1024 * 1024), 4 * 1024 * 1024
         ),

@@ -16,11 +16,11 @@ import time
 import uuid
 from typing import Any
 
-from saq import CronJob, Queue, Worker
+from saq import CronJob, Worker
 
 from app import __version__
 from app.heartbeat import HEARTBEAT_INTERVAL_S, Heartbeat, clear_heartbeat, write_heartbeat
-from app.queue import JOB_SPECS
+from app.queue import JOB_SPECS, open_queue
 from app.resources import Resources
 from app.settings import Settings
 from worker.context import WorkerState, state_of
@@ -107,7 +107,7 @@ def build_worker(settings: Settings, *, worker_id: str | None = None) -> Drainin
         if error:
             state.last_error = str(error).strip().splitlines()[-1][:300]
 
-    queue = Queue.from_url(settings.redis_url, name=settings.queue_name)
+    queue = open_queue(settings)
     cron_jobs = []
     for name, schedule in CRONS:
         spec = JOB_SPECS[name]
@@ -115,7 +115,7 @@ def build_worker(settings: Settings, *, worker_id: str | None = None) -> Drainin
             CronJob(
                 functions[name],
                 cron=schedule,
-                timeout=spec.timeout,
+                timeout=spec.timeout_for(settings.send_timeout_s),
                 retries=spec.retries,
                 ttl=spec.ttl,
             )

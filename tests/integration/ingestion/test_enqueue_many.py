@@ -6,9 +6,9 @@ from typing import Any
 
 from saq import Queue
 
-from app.queue import JOB_SPECS, enqueue, enqueue_many
+from app.queue import JOB_SPECS, enqueue, enqueue_many, open_queue
 from app.resources import Resources
-from app.settings import Settings
+from app.settings import SEND_TIMEOUT_MAX_S, Settings, load_settings
 
 
 def _comparable(job_dict: dict[str, Any]) -> dict[str, Any]:
@@ -19,7 +19,7 @@ async def test_jobs_are_what_saq_itself_would_enqueue_and_keys_coalesce(
     settings: Settings, resources: Resources
 ) -> None:
     # A fresh queue object: the first call registers SAQ's script the ordinary way.
-    fresh = Queue.from_url(settings.redis_url, name=resources.queue.name)
+    fresh = open_queue(settings)
     await fresh.connect()
     try:
         jobs = [(f"deliver:{n}", {"dm_log_id": n}) for n in range(1, 6)]
@@ -35,7 +35,8 @@ async def test_jobs_are_what_saq_itself_would_enqueue_and_keys_coalesce(
             job = await fresh.job(key)
             assert job is not None
             assert job.kwargs == kwargs
-            assert job.timeout == JOB_SPECS["process_comment"].timeout
+            # Both ways stamp the timeout for this process's send timeout.
+            assert job.timeout == JOB_SPECS["process_comment"].timeout_for(settings.send_timeout_s)
             assert _comparable(job.to_dict()) == _comparable(reference.to_dict())
         assert await fresh.count("queued") == 6
 
@@ -48,3 +49,32 @@ async def test_jobs_are_what_saq_itself_would_enqueue_and_keys_coalesce(
         )
     finally:
         await fresh.disconnect()
+
+
+async def test_a_sending_job_gets_the_timeout_of_the_send_timeout_it_will_run_with(
+    test_env: dict[str, str],
+) -> None:
+    slow = load_settings({**test_env, "SEND_TIMEOUT_S": "90", "QUEUE_NAME": "timeouts"})
+    queue = open_queue(slow)
+    bare = Queue.from_url(slow.redis_url, name="timeouts-bare")
+    await queue.connect()
+    await bare.connect()
+    try:
+        spec = JOB_SPECS["process_comment"]
+        one = await enqueue(queue, "process_comment", key="one", dm_log_id=1)
+        assert await enqueue_many(queue, "process_comment", [("two", {"dm_log_id": 2})]) == 1
+        many = await queue.job("two")
+        assert one is not None
+        assert many is not None
+        assert one.timeout == many.timeout == spec.timeout_for(90) >= 3 * 90
+        # Jobs that do not call Meta keep their own timeout.
+        purge = await enqueue(queue, "purge_expired")
+        assert purge is not None
+        assert purge.timeout == JOB_SPECS["purge_expired"].timeout
+        # A queue not opened with the setting assumes the longest send timeout allowed.
+        unknown = await enqueue(bare, "process_comment", key="three", dm_log_id=3)
+        assert unknown is not None
+        assert unknown.timeout == spec.timeout_for(SEND_TIMEOUT_MAX_S)
+    finally:
+        await queue.disconnect()
+        await bare.disconnect()
