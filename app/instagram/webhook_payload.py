@@ -280,9 +280,6 @@ def _comment(context: _Entry, name: str, value: object, path: str) -> CommentIte
     sender = fields.optional_mapping(value, "from", path)
     commenter_id = fields.optional_id(sender, "id", f"{path}.from") if sender else None
     username = fields.optional_str(sender, "username", f"{path}.from") if sender else None
-    self_scoped = (
-        fields.optional_id(sender, "self_ig_scoped_id", f"{path}.from") if sender else None
-    )
     media = fields.optional_mapping(value, "media", path)
     if media:
         media_id = fields.optional_id(media, "id", f"{path}.media")
@@ -298,7 +295,10 @@ def _comment(context: _Entry, name: str, value: object, path: str) -> CommentIte
         text=fields.clean(fields.optional_str(value, "text", path) or ""),
         commenter_id=commenter_id,
         commenter_username=fields.username(username),
-        is_own=commenter_id == account or self_scoped is not None,
+        # The account's own comments (its public replies too) come from the entry's account.
+        # `from.self_ig_scoped_id` is no sign of that: Meta lists it among every comment's
+        # fields, and a fan's comment may carry it.
+        is_own=commenter_id == account,
         media_id=media_id,
         original_media_id=original,
         media_product_type=product[:32] if product else None,

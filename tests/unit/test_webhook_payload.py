@@ -102,26 +102,33 @@ def test_many_entries_changes_and_live_comments_in_one_post() -> None:
     assert parsed.comments[0].account_ig_id == "17841405822300000"
 
 
-def test_own_comments_and_replies_are_marked() -> None:
+def test_own_comments_are_those_from_the_entry_account() -> None:
     own = comment_value(**{"from": {"id": ACCOUNT, "username": "shop"}})
-    scoped = comment_value(
-        "2", **{"from": {"id": "99", "username": "shop", "self_ig_scoped_id": "123"}}
+    # As Meta sends the account's own replies: from.id == entry.id, with its scoped id.
+    own_scoped = comment_value(
+        "2", **{"from": {"id": ACCOUNT, "username": "shop", "self_ig_scoped_id": "123"}}
     )
-    reply = comment_value("3", parent_id="17865799348089039")
+    # A fan's comment that carries the field is still a fan's comment.
+    fan_scoped = comment_value(
+        "3", **{"from": {"id": "99", "username": "jane", "self_ig_scoped_id": "456"}}
+    )
+    reply = comment_value("4", parent_id="17865799348089039")
     parsed = parse(
         envelope(
             {
                 "id": ACCOUNT,
                 "changes": [
                     {"field": "comments", "value": own},
-                    {"field": "comments", "value": scoped},
+                    {"field": "comments", "value": own_scoped},
+                    {"field": "comments", "value": fan_scoped},
                     {"field": "comments", "value": reply},
                 ],
             }
         )
     )
-    assert [c.is_own for c in parsed.comments] == [True, True, False]
-    assert parsed.comments[2].parent_id == "17865799348089039"
+    assert [c.is_own for c in parsed.comments] == [True, True, False, False]
+    assert parsed.comments[2].commenter_id == "99"
+    assert parsed.comments[3].parent_id == "17865799348089039"
 
 
 def test_numeric_ids_are_accepted_as_strings_and_nul_is_dropped() -> None:

@@ -232,6 +232,27 @@ async def test_misses_are_recorded_with_their_reason_and_create_no_work(
     assert await queued_keys(resources) == []
 
 
+async def test_only_the_accounts_own_comment_is_own_whatever_scoped_id_it_carries(
+    resources: Resources,
+) -> None:
+    async with resources.sessionmaker() as session, session.begin():
+        account = await seed_account(session)
+        await seed_campaign(session, account)
+    fan = comment_value("c-fan", "GUIDE please")
+    fan["from"]["self_ig_scoped_id"] = "5512345678901234"
+    own = comment_value("c-own", "GUIDE", commenter_id=ACCOUNT, username="sunny.bakes")
+    own["from"]["self_ig_scoped_id"] = "9912345678901234"
+    ids = await store(resources, comments_body(fan, own))
+
+    summary = await run_ingest(resources, ids)
+
+    assert summary["deliveries"] == 1
+    reasons = {c.comment_id: c.miss_reason for c in await rows(resources, Comment)}
+    assert reasons == {"c-fan": None, "c-own": MissReason.OWN_COMMENT}
+    (log,) = await rows(resources, DmLog)
+    assert (log.trigger_id, log.recipient_id) == ("c-fan", FAN)
+
+
 async def test_paused_and_reauth_accounts_keep_their_work(resources: Resources) -> None:
     async with resources.sessionmaker() as session, session.begin():
         for ig_id, status in (
