@@ -8,7 +8,7 @@ every job enqueued twice (a redelivered webhook and a reconciler); the sandbox i
 random, deliver-then-error (code 1), deliver-then-hang past the client timeout,
 deliver-then-reset, rate-limit (4) and final (551, 10/2534022) rejections and latency. One
 worker process is SIGKILLed mid-run and another takes over (its stale-claim sweep settles
-what the dead one held). Retries wait 5-45 minutes in production; here the run pulls due
+what the dead one held). Retries wait 5 or 15 minutes in production; here the run pulls due
 times forward ("time warp") until every row is final.
 
 Then it checks, from the sandbox's inspection API, that no comment got more than one private

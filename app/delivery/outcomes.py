@@ -1,8 +1,9 @@
 """From a classified answer to the leg's next state (DESIGN §4.3), as pure functions.
 
 - sent → SENT with the message id;
-- retryable → back to PENDING, next try 5, 15 or 45 minutes later (or when Meta says access
-  returns, if later); FAILED once the attempt budget is spent;
+- retryable → back to PENDING, next try 5 minutes after the first attempt and 15 after the
+  second (or when Meta says access returns, if later); FAILED when the third, the last of the
+  budget, fails too;
 - account-level waits (368 pause, 190 token) → PENDING until the account can send again, and
   the attempt is given back to the budget: nothing was delivered and the fault is the
   account's, not this message's; the 7-day deadline still bounds the wait;
@@ -24,8 +25,10 @@ from app.db.models import AttemptClass, LegState
 from app.delivery.claims import CallReport, LegUpdate
 from app.instagram.classify import Verdict
 
-RETRY_DELAYS = (timedelta(minutes=5), timedelta(minutes=15), timedelta(minutes=45))
-ATTEMPT_BUDGET = len(RETRY_DELAYS)
+# As OpenReply: 3 attempts, retried after 5 and then 15 minutes (its third, 45-minute delay
+# could never be reached within 3 attempts, so it is not listed).
+ATTEMPT_BUDGET = 3
+RETRY_DELAYS = (timedelta(minutes=5), timedelta(minutes=15))
 TOKEN_RETRY_DELAY = timedelta(seconds=30)
 
 
@@ -43,9 +46,10 @@ class AttemptContext:
 
 
 def retry_delay(attempt_no: int, attempt_limit: int) -> timedelta:
-    """5, 15, 45 minutes by the attempt's place in its budget (a manual retry starts anew)."""
+    """The wait after a failed attempt that is not the budget's last: 5 minutes after the
+    first, 15 after the second, by its place in its budget (a manual retry starts anew)."""
     place = attempt_no - (attempt_limit - ATTEMPT_BUDGET)
-    return RETRY_DELAYS[min(max(place, 1), ATTEMPT_BUDGET) - 1]
+    return RETRY_DELAYS[min(max(place, 1), len(RETRY_DELAYS)) - 1]
 
 
 def call_report(verdict: Verdict | None, latency_ms: int) -> CallReport:

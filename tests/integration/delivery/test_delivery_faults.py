@@ -111,6 +111,36 @@ async def test_rate_limits_retry_later_within_the_budget(
     assert len(world.inbox("jane.doe")) == 1
 
 
+async def test_a_retryable_rejection_is_retried_after_5_then_15_minutes_then_fails(
+    world: World,
+) -> None:
+    row = await world.comment()
+    world.admin.add_fault("messages", "reject", code=613, subcode=2534040)
+    waits = []
+    for attempt in (1, 2):
+        started = datetime.now(UTC)
+        report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+        assert report.private == "PENDING"
+        log = await world.log(row.id)
+        assert log.pr_attempts == attempt
+        assert log.pr_next_attempt_at is not None
+        waits.append(log.pr_next_attempt_at - started)
+        await world.execute(
+            "UPDATE dm_logs SET pr_next_attempt_at = now() WHERE id = :id", id=row.id
+        )
+    for wait, minutes in zip(waits, (5, 15), strict=True):
+        assert timedelta(minutes=minutes) <= wait <= timedelta(minutes=minutes, seconds=10)
+    # The third attempt is the budget's last: no retry is scheduled after it.
+    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    assert report.private == "FAILED"
+    log = await world.log(row.id)
+    assert (log.pr_attempts, log.pr_next_attempt_at) == (3, None)
+    assert log.pr_error_message is not None
+    assert log.pr_error_message.startswith("gave up after 3 attempts")
+    assert world.stats(row.trigger_id)["send_requests"] == 3
+    assert world.inbox("jane.doe") == []
+
+
 @pytest.mark.parametrize(("code", "subcode", "state"), FINAL)
 async def test_final_rejections_settle_without_retry(
     world: World, code: int, subcode: int | None, state: LegState
