@@ -75,25 +75,39 @@ async def test_quota_is_taken_by_exactly_as_many_as_it_allows(world: World) -> N
         assert (await quota.usage(conn, limited.workspace_id)).reserved == 2
 
 
-async def test_quota_exhausted_skips_and_definite_rejections_give_it_back(world: World) -> None:
-    await world.execute("UPDATE workspaces SET monthly_dm_quota = 1")
-    limited = world
-    rejected = await limited.comment("jane.doe")
-    limited.admin.add_fault("messages", "reject", code=551, times=1)
-    assert (
-        await process_comment(limited.resources, worker_id="w", dm_log_id=rejected.id)
-    ).private == "FAILED"
-    sent = await limited.comment("marco_rossi")
-    assert (
-        await process_comment(limited.resources, worker_id="w", dm_log_id=sent.id)
-    ).private == "SENT"
-    over = await limited.comment("olga.petrova")
-    report = await process_comment(limited.resources, worker_id="w", dm_log_id=over.id)
-    assert report.private == "SKIPPED_QUOTA"
-    assert limited.stats(over.trigger_id)["send_requests"] == 0
-    # An ambiguous send keeps its quota.
+async def _reserved(world: World) -> int:
     async with claims.autocommit(world.resources.engine) as conn:
-        assert (await quota.usage(conn, limited.workspace_id)).reserved == 1
+        return (await quota.usage(conn, world.workspace_id)).reserved
+
+
+async def test_quota_is_given_back_on_a_definite_rejection_and_kept_on_an_ambiguous_send(
+    world: World,
+) -> None:
+    await world.execute("UPDATE workspaces SET monthly_dm_quota = 2")
+    rejected = await world.comment("jane.doe")
+    world.admin.add_fault("messages", "reject", code=551, times=1)
+    report = await process_comment(world.resources, worker_id="w", dm_log_id=rejected.id)
+    assert report.private == "FAILED"
+    assert await _reserved(world) == 0, "nothing was delivered: the DM goes back to the quota"
+
+    # Delivered, then an error: Meta may well have sent it, so it stays counted.
+    ambiguous = await world.comment("marco_rossi")
+    world.admin.add_fault("messages", "deliver_then_error", code=1, times=1)
+    report = await process_comment(world.resources, worker_id="w", dm_log_id=ambiguous.id)
+    assert report.private == "UNCONFIRMED"
+    assert len(world.inbox("marco_rossi")) == 1
+    assert await _reserved(world) == 1
+
+    sent = await world.comment("olga.petrova")
+    report = await process_comment(world.resources, worker_id="w", dm_log_id=sent.id)
+    assert report.private == "SENT"
+    assert await _reserved(world) == 2
+
+    over = await world.comment("zoe.lefevre")
+    report = await process_comment(world.resources, worker_id="w", dm_log_id=over.id)
+    assert report.private == "SKIPPED_QUOTA"
+    assert world.stats(over.trigger_id)["send_requests"] == 0
+    assert await _reserved(world) == 2
 
 
 async def test_public_reply_leg_is_independent(world: World) -> None:
