@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
+import pytest
 from redis.asyncio import Redis
 
 from app.db.models import LegState
@@ -108,6 +110,40 @@ async def test_quota_is_given_back_on_a_definite_rejection_and_kept_on_an_ambigu
     assert report.private == "SKIPPED_QUOTA"
     assert world.stats(over.trigger_id)["send_requests"] == 0
     assert await _reserved(world) == 2
+
+
+@pytest.mark.parametrize(
+    ("fault", "state", "kept"),
+    [
+        ({"action": "reject", "code": 551}, "FAILED", 0),
+        ({"action": "reject", "code": 4}, "PENDING", 0),
+        ({"action": "deliver_then_error", "code": 1}, "UNCONFIRMED", 1),
+        ({"action": "deliver_then_reset"}, "UNCONFIRMED", 1),
+        ({}, "SENT", 1),
+    ],
+    ids=[
+        "final rejection",
+        "rate limited",
+        "code 1 after delivery",
+        "reset after delivery",
+        "sent",
+    ],
+)
+async def test_the_hourly_slot_is_given_back_only_when_nothing_was_delivered(
+    world: World, fault: dict[str, Any], state: str, kept: int
+) -> None:
+    budget = HourlyBudget(
+        world.resources.redis, limit=world.resources.settings.private_replies_per_hour
+    )
+    row = await world.comment("jane.doe")
+    if fault:
+        world.admin.add_fault("messages", times=1, **fault)
+    assert await budget.used(world.account_id) == 0
+    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    assert report.private == state
+    assert world.stats(row.trigger_id)["send_requests"] == 1
+    # Meta counts a private reply it may have delivered against its hourly limit: so do we.
+    assert await budget.used(world.account_id) == kept
 
 
 async def test_public_reply_leg_is_independent(world: World) -> None:
