@@ -10,9 +10,13 @@ a request is written at once — there is no timer to wait for.
 Committed ids go to a second task that enqueues `ingest_event` jobs, one per group of
 consecutive events (at most `EVENTS_PER_JOB` events or `BYTES_PER_JOB` of bodies, gathered
 for at most 10 ms; at low traffic that is one job per POST), keyed
-`ingest:<first id>-<last id>`. The request does not
-wait for that: if Redis is down or the process dies first, the events are still in
-`webhook_events` with status `received`, and the outbox relay enqueues them later. Nothing
+`ingest:<first id>-<last id>`. Just before, it marks those events `enqueued` (with the
+time, in `relayed_at`) in one UPDATE per group of jobs, so the outbox relay leaves them to
+their job instead of enqueueing a second, no-op one for every event still waiting 15 s later
+(a backlog); a failed enqueue takes the mark back. The request does not wait for any of
+that: if Redis is down or the process dies first, the events are still in `webhook_events`
+(`received`, or `enqueued` if the process died between the two steps, which the relay takes
+after 10 minutes), and the outbox relay enqueues them later. Nothing
 here is a module global: the web app creates one intake in its lifespan and closes it on
 shutdown, after the last request.
 """
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 
 import psycopg
 from saq import Queue
-from sqlalchemy import func, insert
+from sqlalchemy import TextClause, func, insert, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.models import WebhookEvent, WebhookStatus
@@ -42,6 +46,19 @@ _INSERT_MANY = (
     "INSERT INTO webhook_events (body, signature_key) "
     "SELECT body, signature_key FROM unnest(%b::bytea[], %b::text[]) AS t(body, signature_key) "
     "RETURNING id"
+)
+# Marked before their job is enqueued, never after: a job that ran while the mark held the
+# rows would skip them (ingest locks with SKIP LOCKED), and the mark would then keep the relay
+# away from events nobody ingested. Rows another job is ingesting now are left alone.
+_MARK_ENQUEUED = text(
+    "UPDATE webhook_events SET status = 'enqueued', relayed_at = now() "
+    "WHERE id IN (SELECT id FROM webhook_events WHERE id = ANY(CAST(:ids AS bigint[])) "
+    "AND status = 'received' FOR UPDATE SKIP LOCKED)"
+)
+# The enqueue failed: back to the relay's first pass (15 s), not its retry (10 min).
+_UNMARK = text(
+    "UPDATE webhook_events SET status = 'received', relayed_at = NULL "
+    "WHERE id = ANY(CAST(:ids AS bigint[])) AND status = 'enqueued'"
 )
 
 
@@ -217,6 +234,12 @@ class WebhookIntake:
                     break
             while len(events) < self._max_batch and not self._to_enqueue.empty():
                 events.append(self._to_enqueue.get_nowait())
+            event_ids = [event_id for event_id, _ in events]
+            try:
+                async with asyncio.timeout(self._enqueue_timeout_s):
+                    await self._mark(_MARK_ENQUEUED, event_ids)
+            except Exception as exc:  # noqa: BLE001 - at worst the relay adds a no-op job
+                logger.warning("could not mark %d events enqueued: %s", len(events), exc)
             try:
                 async with asyncio.timeout(self._enqueue_timeout_s):
                     await enqueue_ingest(self._queue, events)
@@ -226,6 +249,18 @@ class WebhookIntake:
                     len(events),
                     exc,
                 )
+                try:
+                    async with asyncio.timeout(self._enqueue_timeout_s):
+                        await self._mark(_UNMARK, event_ids)
+                except Exception:  # noqa: BLE001 - the relay's retry still takes them
+                    logger.warning("could not unmark %d events", len(events))
             finally:
                 for _ in events:
                     self._to_enqueue.task_done()
+
+    async def _mark(self, statement: TextClause, event_ids: list[int]) -> None:
+        # A pooled connection, not the writer's: requests waiting on the INSERT never wait
+        # for this.
+        async with self._engine.connect() as connection:
+            await connection.execution_options(isolation_level="AUTOCOMMIT")
+            await connection.execute(statement, {"ids": event_ids})

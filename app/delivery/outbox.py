@@ -10,9 +10,11 @@ the error and reported, so one bad body can neither block the others nor loop fo
 fixed (`python -m app redrive-webhooks`); the relay then ingests them like new ones.
 
 `relay_outbox` is the cron that makes "Redis was down" harmless: events still `received` a
-while after they arrived (their job never reached Redis, or was lost with it) are enqueued
-again. Jobs are keyed by their events, ingest skips events already processed or being
-processed, so a relayed event that was in fact queued costs one no-op job at most.
+while after they arrived (the web could not enqueue their job, or died first) are enqueued,
+and events `enqueued` long ago whose job never ran (lost with Redis) are enqueued again; the
+web's intake and the relay both stamp `relayed_at` when they enqueue. Jobs are keyed by their
+events, ingest skips events already processed or being processed, so a relayed event that was
+in fact queued costs one no-op job at most.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ logger = logging.getLogger("oncereply.ingest")
 
 # Younger events are still on their way through the web's own enqueue.
 RELAY_MIN_AGE = timedelta(seconds=15)
-# A relayed event whose job has not run by then is relayed again (lost with Redis).
+# An enqueued event whose job has not run by then is relayed again (lost with Redis).
 RELAY_AGAIN_AFTER = timedelta(minutes=10)
 RELAY_BATCH = 2_000
 

@@ -6,6 +6,7 @@ uses them also proves the signature is checked over the raw bytes, not a re-seri
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -165,18 +166,27 @@ async def event_ids(session: AsyncSession) -> list[int]:
     )
 
 
-async def ingest_received(resources: Resources) -> dict[str, object]:
-    """Run ingest over every event still waiting, as the worker's job would."""
-    async with resources.sessionmaker() as session:
-        ids = list(
-            (
+async def ingest_received(resources: Resources, *, within_s: float = 10.0) -> dict[str, object]:
+    """Run ingest over every event still waiting, as the worker's job would: once the web has
+    marked them enqueued, as it does just before enqueueing their job (a worker never sees
+    the job sooner), so this never races the web's mark for the rows."""
+    waiting = [WebhookStatus.RECEIVED, WebhookStatus.ENQUEUED]
+    deadline = time.monotonic() + within_s
+    while True:
+        async with resources.sessionmaker() as session:
+            rows = (
                 await session.execute(
-                    select(WebhookEvent.id)
-                    .where(WebhookEvent.status == WebhookStatus.RECEIVED)
+                    select(WebhookEvent.id, WebhookEvent.status)
+                    .where(WebhookEvent.status.in_(waiting))
                     .order_by(WebhookEvent.id)
                 )
-            ).scalars()
-        )
+            ).all()
+        if all(status is WebhookStatus.ENQUEUED for _, status in rows):
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the web did not enqueue its events within {within_s:g} s")
+        await asyncio.sleep(0.02)
+    ids = [event_id for event_id, _ in rows]
     return await run_ingest(resources, ids) if ids else {}
 
 

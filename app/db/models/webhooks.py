@@ -48,7 +48,8 @@ class WebhookEvent(Base):
     reject_reason: Mapped[str | None] = mapped_column(Text)
     item_count: Mapped[int | None] = mapped_column(Integer)
     processed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    # When the outbox relay last enqueued it (it retries one whose job seems lost in Redis).
+    # When its ingest job was last enqueued, by the web's intake or the outbox relay (which
+    # enqueues again one whose job seems lost in Redis).
     relayed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # What ingest made of it: counts per outcome, unknown accounts, ignored fields, and the
     # items it could not parse (with their JSON paths).

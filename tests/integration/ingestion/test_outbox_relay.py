@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 
 import httpx
+from saq import Job
 from sqlalchemy import select, text
 
 from app.db.models import Comment, DmLog, WebhookEvent, WebhookStatus
+from app.delivery.intake import WebhookIntake
 from app.delivery.outbox import relay_outbox, run_ingest
 from app.resources import Resources
 from tests.support.processes import free_port, start_web
@@ -58,7 +63,8 @@ async def test_redis_down_still_answers_200_and_the_relay_enqueues_later(
     assert accepted.status_code == 200
     assert refused.status_code == 401
     (event,) = await stored(resources)
-    assert event.status is WebhookStatus.RECEIVED
+    # The intake's mark was taken back when the enqueue failed: the relay's first pass takes it.
+    assert (event.status, event.relayed_at) == (WebhookStatus.RECEIVED, None)
     assert await queued_keys(resources) == []
 
     assert await relay(resources, min_age=NOW) == 1
@@ -124,3 +130,47 @@ async def test_a_relayed_event_whose_first_job_also_runs_is_ingested_once(
 
 def test_the_relay_runs_as_a_worker_cron() -> None:
     assert ("outbox_relay", "* * * * * */20") in CRONS
+
+
+async def test_an_event_the_web_enqueued_is_marked_and_left_to_its_job(
+    resources: Resources,
+) -> None:
+    # What the row says at the moment its job is added to the queue: were it marked only
+    # after, a worker ingesting at once would skip the row the mark held, and the mark
+    # would then keep the relay away from an event nobody ingested.
+    at_enqueue: list[str] = []
+
+    async def look(job: Job) -> None:
+        async with resources.engine.connect() as conn:
+            at_enqueue.append(
+                (await conn.execute(text("SELECT status FROM webhook_events"))).scalar_one()
+            )
+
+    resources.queue.register_before_enqueue(look)
+    intake = WebhookIntake(resources.engine, resources.queue)
+    intake.start()
+    try:
+        await intake.store(comments_body(comment_value("c-queued")), "instagram")
+
+        async def queued() -> bool:
+            return len(await queued_keys(resources)) == 1
+
+        await _eventually(queued, within_s=10)
+    finally:
+        await intake.close()
+        resources.queue.unregister_before_enqueue(look)
+    assert at_enqueue == ["enqueued"]
+    (event,) = await stored(resources)
+    assert event.status is WebhookStatus.ENQUEUED
+    assert event.relayed_at is not None
+    assert await queued_keys(resources) == [f"ingest:{event.id}-{event.id}"]
+    # Its job is in the queue: the relay does not add a second one, however old the event.
+    assert await relay(resources, min_age=NOW) == 0
+    assert await queued_keys(resources) == [f"ingest:{event.id}-{event.id}"]
+
+
+async def _eventually(check: Callable[[], Awaitable[bool]], *, within_s: float) -> None:
+    deadline = time.monotonic() + within_s
+    while not await check():
+        assert time.monotonic() < deadline, f"not within {within_s} s"
+        await asyncio.sleep(0.05)
