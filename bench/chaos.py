@@ -120,8 +120,8 @@ def run(n: int, seed_value: int) -> dict[str, Any]:
         with start_sandbox(log_dir=LOG_DIR) as sandbox:
             admin = sandbox.admin
             env = base_env(database.url, redis.url)
-            ids, fans = prepare(admin, database.url, env, "chaos")
-            dm_log_ids = comment_and_store(admin, database.url, ids, fans, n)
+            ids, fans = prepare(admin, database.url, env, "chaos", n)
+            dm_log_ids = comment_and_store(admin, database.url, ids, fans)
             injected = faults(admin, rng)
             worker_env = {
                 **env,
