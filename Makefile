@@ -121,7 +121,7 @@ format: ## apply ruff's fixes and formatting
 	@$(RUN) ruff check --fix --quiet . || true
 	@$(RUN) ruff format --quiet .
 
-typecheck: ## mypy --strict on app/, worker/, sandbox/
+typecheck: ## mypy --strict on app/, worker/, sandbox/, bench/
 	@$(RUN) mypy
 
 migrate-check: ## upgrade a scratch database to head, then `alembic check` for model drift

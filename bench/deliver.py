@@ -91,6 +91,8 @@ def seed(database_url: str, token: str, encryption_key: str) -> tuple[int, int, 
         workspace = conn.execute(
             "INSERT INTO workspaces (name) VALUES ('bench') RETURNING id"
         ).fetchone()
+        if workspace is None:
+            raise RuntimeError("seeding the bench database failed")
         account = conn.execute(
             "INSERT INTO instagram_accounts (workspace_id, ig_user_id, username, "
             "token_ciphertext, token_key_id, token_issued_at, token_expires_at) "
@@ -105,6 +107,8 @@ def seed(database_url: str, token: str, encryption_key: str) -> tuple[int, int, 
                 now + timedelta(days=58),
             ),
         ).fetchone()
+        if account is None:
+            raise RuntimeError("seeding the bench database failed")
         # Once per person, as a campaign is by default: the claim takes the person too.
         campaign = conn.execute(
             "INSERT INTO campaigns (workspace_id, account_id, name, status, scope, keywords, "
@@ -112,7 +116,7 @@ def seed(database_url: str, token: str, encryption_key: str) -> tuple[int, int, 
             "'{recipe}', 'Hi {username}! The recipe: {link}', true) RETURNING id",
             (workspace[0], account[0]),
         ).fetchone()
-    if workspace is None or account is None or campaign is None:
+    if campaign is None:
         raise RuntimeError("seeding the bench database failed")
     return workspace[0], account[0], campaign[0]
 
@@ -205,7 +209,7 @@ def wait_all_sent(database_url: str, count: int, timeout_s: float) -> dict[str, 
     deadline = time.monotonic() + timeout_s
     with psycopg.connect(database_url, autocommit=True) as conn:
         while True:
-            states = dict(
+            states: dict[str, int] = dict(
                 conn.execute("SELECT pr_state, count(*) FROM dm_logs GROUP BY 1").fetchall()
             )
             if states.get("SENT", 0) >= count or time.monotonic() > deadline:

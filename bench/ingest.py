@@ -288,7 +288,8 @@ async def run_fanout_worker() -> None:
         jobs += 1
         span["last_end"], span["last_cpu"] = time.perf_counter(), time.process_time()
 
-    worker = Worker(
+    # Typed as worker/runner.py's DrainingWorker is: our jobs take a plain dict context.
+    worker = Worker[Any](
         Queue.from_url(settings.redis_url, name=settings.queue_name),
         functions=[ingest_event],
         concurrency=settings.worker_concurrency,
