@@ -13,10 +13,8 @@ from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
 import pytest
-from litestar.testing import AsyncTestClient
 from sqlalchemy import func, select, text
 
-from app.asgi import create_app
 from app.db.models import AttemptClass, IdempotencyKey, Leg, LegState, MissReason
 from app.delivery.retry import mark_retry
 from app.delivery_log.filters import LIVE_OVERLAP, Key, LiveWindow, LogFilter, MissFilter
@@ -25,7 +23,7 @@ from app.delivery_log.queries import fetch_new, fetch_page
 from app.operations.idempotency import Finished, InProgress, KeyRequest, Ran, Refused, run_once
 from app.resources import Resources
 from app.settings import Settings
-from tests.support.dashboard import PASSWORD, csrf_token, tokens
+from tests.support.dashboard import csrf_token, tokens
 from tests.support.log_data import (
     Creator,
     add_attempt,
@@ -36,6 +34,7 @@ from tests.support.log_data import (
     add_member,
     log_row,
     log_values,
+    signed_in_as,
     signed_in_creator,
 )
 
@@ -575,16 +574,7 @@ async def test_members_see_the_log_but_cannot_retry(
 ) -> None:
     row = await add_log(resources, owner, state=LegState.FAILED)
     await add_member(resources, owner.workspace_id, "helper@example.com")
-    async with AsyncTestClient(create_app(settings)) as helper:
-        login = await helper.get("/login")
-        await helper.post(
-            "/login",
-            data={
-                "_csrf_token": csrf_token(login.text),
-                "email": "helper@example.com",
-                "password": PASSWORD,
-            },
-        )
+    async with signed_in_as(settings, "helper@example.com") as helper:
         page = await helper.get("/log", headers=HTML)
         assert page.status_code == 200
         assert _row_ids(page.text) == [row]

@@ -16,12 +16,10 @@ import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy import delete, select
 
-from app.asgi import create_app
 from app.db.models import User, WorkspaceMember
 from app.resources import Resources
 from app.settings import Settings
-from tests.support.dashboard import PASSWORD, csrf_token
-from tests.support.log_data import add_member, signed_in_creator
+from tests.support.log_data import add_member, signed_in_as, signed_in_creator
 
 HTML = {"accept": "text/html"}
 
@@ -48,16 +46,7 @@ async def _signed_in_member(
 ) -> AsyncIterator[AsyncTestClient]:  # type: ignore[type-arg]
     async with signed_in_creator(settings, resources) as owner:
         await add_member(resources, owner.workspace_id, "helper@example.com")
-    async with AsyncTestClient(create_app(settings)) as client:
-        login = await client.get("/login")
-        await client.post(
-            "/login",
-            data={
-                "_csrf_token": csrf_token(login.text),
-                "email": "helper@example.com",
-                "password": PASSWORD,
-            },
-        )
+    async with signed_in_as(settings, "helper@example.com") as client:
         yield client
 
 

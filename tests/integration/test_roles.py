@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from litestar.routes import ASGIRoute, HTTPRoute
-from litestar.testing import AsyncTestClient
 from sqlalchemy import text
 
 from app.asgi import create_app
@@ -24,9 +23,9 @@ from app.resources import Resources
 from app.settings import Settings, load_settings
 from app.web.idempotency import new_idempotency_key
 from app.workspaces.team import InviteCreated, create_invite
-from tests.support.dashboard import PASSWORD, csrf_token
+from tests.support.dashboard import csrf_token
 from tests.support.infra import base_env
-from tests.support.log_data import Creator, add_log, add_member, signed_in_creator
+from tests.support.log_data import Creator, add_log, add_member, signed_in_as, signed_in_creator
 
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
 MEMBER = "helper@example.com"
@@ -96,14 +95,7 @@ async def team(settings: Settings, resources: Resources) -> AsyncIterator[Team]:
             )
         assert isinstance(invite, InviteCreated)
         await add_member(resources, owner.workspace_id, MEMBER)
-        async with AsyncTestClient(create_app(settings)) as member:
-            page = await member.get("/login")
-            signed_in = await member.post(
-                "/login",
-                data={"_csrf_token": csrf_token(page.text), "email": MEMBER, "password": PASSWORD},
-                follow_redirects=False,
-            )
-            assert signed_in.status_code == 303
+        async with signed_in_as(settings, MEMBER) as member:
             yield Team(
                 owner=owner,
                 member=member,

@@ -39,7 +39,15 @@ from app.db.models import (
 )
 from app.resources import Resources
 from app.settings import Settings
-from tests.support.dashboard import NORTH, PASSWORD, SUNNY, add_account, identity_of, sign_up
+from tests.support.dashboard import (
+    NORTH,
+    PASSWORD,
+    SUNNY,
+    add_account,
+    csrf_token,
+    identity_of,
+    sign_up,
+)
 
 _ids = count(1)
 CREATORS = {
@@ -100,6 +108,21 @@ async def add_member(resources: Resources, workspace_id: int, email: str) -> Non
         session.add(user)
         await session.flush()
         session.add(WorkspaceMember(workspace_id=workspace_id, user_id=user.id, role=Role.MEMBER))
+
+
+@asynccontextmanager
+async def signed_in_as(settings: Settings, email: str) -> AsyncIterator[AsyncTestClient]:  # type: ignore[type-arg]
+    """A fresh in-process app's client, signed in through the login form as `email` (a user
+    with the password `PASSWORD`, such as one `add_member` made)."""
+    async with AsyncTestClient(create_app(settings)) as client:
+        page = await client.get("/login")
+        signed_in = await client.post(
+            "/login",
+            data={"_csrf_token": csrf_token(page.text), "email": email, "password": PASSWORD},
+            follow_redirects=False,
+        )
+        assert signed_in.status_code == 303, signed_in.text
+        yield client
 
 
 async def add_campaign(
