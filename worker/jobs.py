@@ -43,10 +43,7 @@ async def ingest_event(ctx: dict[str, Any], *, event_ids: list[int]) -> dict[str
 
 
 async def outbox_relay(ctx: dict[str, Any]) -> dict[str, int]:
-    resources = state_of(ctx).resources
-    async with resources.sessionmaker() as session, session.begin():
-        relayed = await outbox.relay_outbox(session, resources)
-    return {"enqueued": relayed}
+    return {"enqueued": await outbox.relay_outbox(state_of(ctx).resources)}
 
 
 async def _deliver(ctx: dict[str, Any], dm_log_id: int, kind: TriggerKind) -> dict[str, object]:

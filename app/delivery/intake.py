@@ -56,7 +56,7 @@ _MARK_ENQUEUED = text(
     "AND status = 'received' FOR UPDATE SKIP LOCKED)"
 )
 # The enqueue failed: back to the relay's first pass (15 s), not its retry (10 min).
-_UNMARK = text(
+UNMARK_ENQUEUED = text(
     "UPDATE webhook_events SET status = 'received', relayed_at = NULL "
     "WHERE id = ANY(CAST(:ids AS bigint[])) AND status = 'enqueued'"
 )
@@ -251,7 +251,7 @@ class WebhookIntake:
                 )
                 try:
                     async with asyncio.timeout(self._enqueue_timeout_s):
-                        await self._mark(_UNMARK, event_ids)
+                        await self._mark(UNMARK_ENQUEUED, event_ids)
                 except Exception:  # noqa: BLE001 - the relay's retry still takes them
                     logger.warning("could not unmark %d events", len(events))
             finally:

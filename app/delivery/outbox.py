@@ -26,7 +26,7 @@ from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import func, text, update
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -34,7 +34,7 @@ from app.db.models import EventLevel, WebhookEvent, WebhookStatus
 from app.db.raw import pipelined_transaction
 from app.delivery.alerts import record_throttled
 from app.delivery.ingest import EventsIngest, enqueue_ingested, ingest_events
-from app.delivery.intake import enqueue_ingest
+from app.delivery.intake import UNMARK_ENQUEUED, enqueue_ingest
 from app.resources import Resources
 
 logger = logging.getLogger("oncereply.ingest")
@@ -56,8 +56,21 @@ TRANSIENT_ERRORS = (
 )
 
 
+# Marked and committed before the jobs are enqueued (as the web intake does): a job that ran
+# while an uncommitted mark held the rows would skip them (ingest locks with SKIP LOCKED),
+# and the mark would then keep the relay away for `again_after` from events nobody ingested.
+# Rows a job is ingesting right now are skipped here too.
+_CLAIM_FOR_RELAY = text(
+    "UPDATE webhook_events SET status = 'enqueued', relayed_at = now() "
+    "WHERE id IN (SELECT id FROM webhook_events "
+    "WHERE status IN ('received', 'enqueued') AND received_at < now() - :min_age "
+    "AND (relayed_at IS NULL OR relayed_at < now() - :again_after) "
+    "ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED) "
+    "RETURNING id, octet_length(body)"
+)
+
+
 async def relay_outbox(
-    session: AsyncSession,
     resources: Resources,
     *,
     min_age: timedelta = RELAY_MIN_AGE,
@@ -65,33 +78,23 @@ async def relay_outbox(
     limit: int = RELAY_BATCH,
 ) -> int:
     """Enqueue ingest jobs for stored events nobody is working on; returns how many events."""
-    rows = (
-        await session.execute(
-            select(WebhookEvent.id, func.octet_length(WebhookEvent.body))
-            .where(
-                WebhookEvent.status.in_([WebhookStatus.RECEIVED, WebhookStatus.ENQUEUED]),
-                WebhookEvent.received_at < func.now() - min_age,
-                or_(
-                    WebhookEvent.relayed_at.is_(None),
-                    WebhookEvent.relayed_at < func.now() - again_after,
-                ),
+    async with resources.engine.begin() as conn:
+        claimed = (
+            await conn.execute(
+                _CLAIM_FOR_RELAY,
+                {"min_age": min_age, "again_after": again_after, "limit": limit},
             )
-            .order_by(WebhookEvent.id)
-            .limit(limit)
-        )
-    ).all()
-    if not rows:
+        ).all()
+    if not claimed:
         return 0
-    events = [(event_id, size) for event_id, size in rows]
-    await enqueue_ingest(resources.queue, events)
-    await session.execute(
-        update(WebhookEvent)
-        .where(
-            WebhookEvent.id.in_([event_id for event_id, _ in events]),
-            WebhookEvent.status.in_([WebhookStatus.RECEIVED, WebhookStatus.ENQUEUED]),
-        )
-        .values(status=WebhookStatus.ENQUEUED, relayed_at=func.now())
-    )
+    events = sorted((int(event_id), int(size)) for event_id, size in claimed)
+    try:
+        await enqueue_ingest(resources.queue, events)
+    except Exception:
+        # Back to the relay's first pass, not its retry ten minutes on.
+        async with resources.engine.begin() as conn:
+            await conn.execute(UNMARK_ENQUEUED, {"ids": [event_id for event_id, _ in events]})
+        raise
     logger.info("outbox relay enqueued %d stored webhook events", len(events))
     return len(events)
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 
 import httpx
-from saq import Job
+import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
+from saq import Job, Queue
 from sqlalchemy import select, text
 
 from app.db.models import Comment, DmLog, WebhookEvent, WebhookStatus
@@ -37,11 +40,6 @@ async def stored(resources: Resources) -> list[WebhookEvent]:
         return list(result.scalars())
 
 
-async def relay(resources: Resources, **ages: timedelta) -> int:
-    async with resources.sessionmaker() as session, session.begin():
-        return await relay_outbox(session, resources, **ages)
-
-
 async def test_redis_down_still_answers_200_and_the_relay_enqueues_later(
     test_env: dict[str, str], artifacts_dir: Path, resources: Resources
 ) -> None:
@@ -67,7 +65,7 @@ async def test_redis_down_still_answers_200_and_the_relay_enqueues_later(
     assert (event.status, event.relayed_at) == (WebhookStatus.RECEIVED, None)
     assert await queued_keys(resources) == []
 
-    assert await relay(resources, min_age=NOW) == 1
+    assert await relay_outbox(resources, min_age=NOW) == 1
 
     assert await queued_keys(resources) == [f"ingest:{event.id}-{event.id}"]
     (event,) = await stored(resources)
@@ -102,16 +100,16 @@ async def test_the_relay_takes_only_old_unfinished_events_and_retries_lost_ones(
             text("UPDATE webhook_events SET status = 'rejected' WHERE id = :id"), {"id": refused}
         )
 
-    assert await relay(resources) == 1  # only `old`: `young` is still on its way
+    assert await relay_outbox(resources) == 1  # only `old`: `young` is still on its way
     assert await queued_keys(resources) == [f"ingest:{old}-{old}"]
     # Relayed once, it is left alone while its job may still be waiting...
-    assert await relay(resources) == 0
+    assert await relay_outbox(resources) == 0
     # ...and relayed again when that job seems lost (Redis restarted without it).
     await resources.redis.flushdb()
-    assert await relay(resources, again_after=NOW) == 1
+    assert await relay_outbox(resources, again_after=NOW) == 1
     assert await queued_keys(resources) == [f"ingest:{old}-{old}"]
     # Several stuck events go out together, as few jobs as their size allows.
-    assert await relay(resources, min_age=NOW, again_after=NOW) == 2
+    assert await relay_outbox(resources, min_age=NOW, again_after=NOW) == 2
     assert f"ingest:{old}-{young}" in await queued_keys(resources)
 
 
@@ -121,7 +119,7 @@ async def test_a_relayed_event_whose_first_job_also_runs_is_ingested_once(
     async with resources.sessionmaker() as session, session.begin():
         await seed_campaign(session, await seed_account(session))
         event_id = await store_event(session, comments_body(comment_value("c-twice")))
-    assert await relay(resources, min_age=NOW) == 1
+    assert await relay_outbox(resources, min_age=NOW) == 1
     first = await run_ingest(resources, [event_id])
     second = await run_ingest(resources, [event_id])
     assert (first["processed"], first["deliveries"]) == (1, 1)
@@ -165,7 +163,7 @@ async def test_an_event_the_web_enqueued_is_marked_and_left_to_its_job(
     assert event.relayed_at is not None
     assert await queued_keys(resources) == [f"ingest:{event.id}-{event.id}"]
     # Its job is in the queue: the relay does not add a second one, however old the event.
-    assert await relay(resources, min_age=NOW) == 0
+    assert await relay_outbox(resources, min_age=NOW) == 0
     assert await queued_keys(resources) == [f"ingest:{event.id}-{event.id}"]
 
 
@@ -174,3 +172,41 @@ async def _eventually(check: Callable[[], Awaitable[bool]], *, within_s: float) 
     while not await check():
         assert time.monotonic() < deadline, f"not within {within_s} s"
         await asyncio.sleep(0.05)
+
+
+async def test_the_relay_marks_events_before_their_job_is_queued(resources: Resources) -> None:
+    # As for the web's intake: marked and committed before the enqueue. Marked after (or
+    # before, but committed after), a worker taking the job at once skips the rows the mark
+    # holds, and the mark then keeps the relay away for ten minutes from an event nobody
+    # ingested.
+    async with resources.sessionmaker() as session, session.begin():
+        await store_event(session, comments_body(comment_value("c-relayed")))
+    at_enqueue: list[str] = []
+
+    async def look(job: Job) -> None:
+        # Another connection, which a held lock would make wait: NOWAIT fails instead.
+        async with resources.engine.begin() as conn:
+            status = await conn.execute(text("SELECT status FROM webhook_events FOR UPDATE NOWAIT"))
+            at_enqueue.append(status.scalar_one())
+
+    resources.queue.register_before_enqueue(look)
+    try:
+        assert await relay_outbox(resources, min_age=NOW) == 1
+    finally:
+        resources.queue.unregister_before_enqueue(look)
+    assert at_enqueue == ["enqueued"]
+
+
+async def test_a_failed_relay_enqueue_leaves_the_events_to_the_next_pass(
+    resources: Resources,
+) -> None:
+    async with resources.sessionmaker() as session, session.begin():
+        event_id = await store_event(session, comments_body(comment_value("c-no-redis")))
+    dead = Queue.from_url(f"redis://127.0.0.1:{free_port()}/0", name=resources.queue.name)
+    with pytest.raises(RedisConnectionError):
+        await relay_outbox(dataclasses.replace(resources, queue=dead), min_age=NOW)
+    (event,) = await stored(resources)
+    assert (event.id, event.status, event.relayed_at) == (event_id, WebhookStatus.RECEIVED, None)
+    # Redis is back: the next pass takes it at once, not ten minutes on.
+    assert await relay_outbox(resources, min_age=NOW) == 1
+    assert await queued_keys(resources) == [f"ingest:{event_id}-{event_id}"]
