@@ -9,7 +9,7 @@ a request is written at once — there is no timer to wait for.
 
 Committed ids go to a second task that enqueues `ingest_event` jobs, one per group of
 consecutive events (at most `EVENTS_PER_JOB` events or `BYTES_PER_JOB` of bodies, gathered
-for at most 10 ms; at low traffic that is one job per POST), keyed
+for at most 20 ms under load; at low traffic one job per POST, enqueued at once), keyed
 `ingest:<first id>-<last id>`. Just before, it marks those events `enqueued` (with the
 time, in `relayed_at`) in one UPDATE per group of jobs, so the outbox relay leaves them to
 their job instead of enqueueing a second, no-op one for every event still waiting 15 s later
@@ -109,7 +109,7 @@ class WebhookIntake:
         max_waiting: int = 20_000,
         store_timeout_s: float = 4.0,
         enqueue_timeout_s: float = 5.0,
-        linger_s: float = 0.01,
+        linger_s: float = 0.02,
     ) -> None:
         self._engine = engine
         self._conninfo = engine.url.set(drivername="postgresql").render_as_string(
@@ -221,11 +221,15 @@ class WebhookIntake:
 
     async def _enqueue_loop(self) -> None:
         loop = asyncio.get_running_loop()
+        previous = 1
         while True:
             events = [await self._to_enqueue.get()]
-            # Linger a moment so one job carries many events: a worker ingests 100 events in
-            # one transaction far faster than in 100 (the request was answered already).
-            deadline = loop.time() + self._linger_s
+            # Under load, linger a moment so one job carries many events: a worker ingests 100
+            # events in one transaction far faster than in 100 (the request was answered
+            # already). A lone event (the last group was one too) goes at once: waiting
+            # would only add its wait to the comment's time to its DM.
+            linger = self._linger_s if previous > 1 else 0.0
+            deadline = loop.time() + linger
             while len(events) < EVENTS_PER_JOB and (remaining := deadline - loop.time()) > 0:
                 try:
                     async with asyncio.timeout(remaining):
@@ -234,6 +238,7 @@ class WebhookIntake:
                     break
             while len(events) < self._max_batch and not self._to_enqueue.empty():
                 events.append(self._to_enqueue.get_nowait())
+            previous = len(events)
             event_ids = [event_id for event_id, _ in events]
             try:
                 async with asyncio.timeout(self._enqueue_timeout_s):
