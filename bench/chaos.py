@@ -57,13 +57,15 @@ def faults(admin: Any, rng: random.Random) -> list[dict[str, Any]]:
     return specs
 
 
-async def enqueue_twice(redis_url: str, ids: list[int]) -> None:
-    from saq import Queue
-
+async def enqueue_twice(worker_env: dict[str, str], ids: list[int]) -> None:
     from app.delivery.scheduling import enqueue_delivery
-    from app.queue import enqueue
+    from app.queue import enqueue, open_queue
+    from app.settings import load_settings
 
-    queue = Queue.from_url(redis_url, name=QUEUE)
+    # Opened as the product opens it, so jobs carry the timeout of the workers' send timeout:
+    # a job the SIGKILL left active holds its key until SAQ's sweep finds it past that
+    # timeout, and only then can a re-enqueue of the row's key take.
+    queue = open_queue(load_settings(worker_env))
     await queue.connect()
     try:
         for dm_log_id in ids:
@@ -131,7 +133,7 @@ def run(n: int, seed_value: int) -> dict[str, Any]:
                 "SEND_TIMEOUT_S": str(SEND_TIMEOUT_S),
                 "WORKER_CONCURRENCY": "16",
             }
-            asyncio.run(enqueue_twice(redis.url, dm_log_ids))
+            asyncio.run(enqueue_twice(worker_env, dm_log_ids))
 
             def worker(name: str) -> Service:
                 log = LOG_DIR / f"chaos-{name}-{os.getpid()}.log"
@@ -155,7 +157,7 @@ def run(n: int, seed_value: int) -> dict[str, Any]:
                         break
                     warped = time_warp(database.url)
                     if warped:
-                        asyncio.run(enqueue_twice(redis.url, warped))
+                        asyncio.run(enqueue_twice(worker_env, warped))
                     time.sleep(0.5)
             finally:
                 second.stop()
