@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 
 from sqlalchemy import text
 
 from app.auth.passwords import verify_password
 from app.resources import Resources
-from tests.support.infra import ROOT
+from tests.support.processes import run_cli
 
 
 def _create_user(
@@ -17,14 +16,8 @@ def _create_user(
     *extra: str,
     password: str = "correct horse battery",  # noqa: S107 - a test value
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app", "create-user", "--email", "Ana@Example.com", *extra],
-        cwd=ROOT,
-        env={**env, "ONCEREPLY_PASSWORD": password},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    return run_cli(
+        {**env, "ONCEREPLY_PASSWORD": password}, "create-user", "--email", "Ana@Example.com", *extra
     )
 
 
@@ -55,24 +48,7 @@ async def test_create_user_then_duplicate_then_if_missing(
 
 
 def test_weak_password_is_refused_with_a_reason(test_env: dict[str, str]) -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "app",
-            "create-user",
-            "--email",
-            "b@example.com",
-            "--password",
-            "short",
-        ],
-        cwd=ROOT,
-        env=test_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_cli(test_env, "create-user", "--email", "b@example.com", "--password", "short")
     assert result.returncode == 2
     assert "at least 10 characters" in result.stderr
 

@@ -4,7 +4,6 @@ real schema, without ever overwriting a token that changed between the read and 
 from __future__ import annotations
 
 import subprocess
-import sys
 
 from sqlalchemy import select
 
@@ -13,7 +12,7 @@ from app.db.models import InstagramAccount, Workspace
 from app.instagram.token_rotation import ResealOutcome, StoredToken, reseal_token
 from app.instagram.tokens import open_access_token, seal_access_token
 from app.resources import Resources
-from tests.support.infra import ROOT
+from tests.support.processes import run_cli
 
 NEW_KEY = bytes.fromhex("11" * 32)  # the ENCRYPTION_KEY of test_env
 OLD_KEY = bytes.fromhex("22" * 32)
@@ -21,15 +20,7 @@ LOST_KEY = bytes.fromhex("33" * 32)  # a key nobody configured any more
 
 
 def _rotate(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app", "rotate-tokens"],
-        cwd=ROOT,
-        env={**env, "ENCRYPTION_OLD_KEYS": OLD_KEY.hex()},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_cli({**env, "ENCRYPTION_OLD_KEYS": OLD_KEY.hex()}, "rotate-tokens")
 
 
 async def _seed(resources: Resources, tokens: dict[str, tuple[bytes, str] | None]) -> None:

@@ -3,14 +3,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 
-from tests.support.infra import ROOT
-from tests.support.processes import Service, free_port, wait_until
+from tests.support.processes import Service, free_port, run_cli, wait_until
 
 
 def test_serve_listens_on_host_and_port_from_the_environment(
@@ -35,14 +32,6 @@ def test_serve_listens_on_host_and_port_from_the_environment(
 
 
 def test_a_malformed_port_is_one_line_and_exit_2(test_env: dict[str, str]) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "app", "serve"],
-        cwd=ROOT,
-        env={**test_env, "PORT": "80a"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_cli({**test_env, "PORT": "80a"}, "serve")
     assert result.returncode == 2
     assert result.stderr.strip() == "oncereply: PORT: must be a port number (1-65535)"

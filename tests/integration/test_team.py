@@ -12,7 +12,6 @@ import asyncio
 import hashlib
 import re
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta
@@ -52,7 +51,7 @@ from tests.support.dashboard import (
     sign_up,
     tokens,
 )
-from tests.support.infra import ROOT
+from tests.support.processes import run_cli
 
 Client = AsyncTestClient  # type: ignore[type-arg]
 OWNER = "sunny@example.com"
@@ -942,15 +941,7 @@ async def test_team_forms_without_the_csrf_token_are_refused(
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app", "invite", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_cli(env, "invite", *args)
 
 
 async def test_cli_invite_prints_a_link_that_works(

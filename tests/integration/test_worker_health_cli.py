@@ -3,29 +3,19 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from redis.asyncio import Redis
 
 from app.heartbeat import HEARTBEAT_STALE_S, Heartbeat, write_heartbeat
-from tests.support.infra import ROOT
-from tests.support.processes import start_worker, wait_until
+from tests.support.processes import run_cli, start_worker, wait_until
 
 HOST = "worker-container-7f3a"
 
 
 def _check(env: dict[str, str], host: str | None = HOST) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app", "worker-health", *(["--host", host] if host else [])],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_cli(env, "worker-health", *(["--host", host] if host else []))
 
 
 async def _beat(redis_url: str, *, host: str, age_s: float) -> None:

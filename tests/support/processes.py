@@ -24,6 +24,19 @@ def free_port() -> int:
         return port
 
 
+def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m app <args>` run to its end as a person would, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def wait_until(
     check: Callable[[], bool], *, timeout: float, interval: float = 0.1, what: str
 ) -> None:

@@ -65,13 +65,15 @@ async def _authorize(base: str, url: str, decision: str) -> str:
         return answer.headers["location"]
 
 
-def _oauth_client() -> AsyncOAuth2Client:
+def _oauth_client(*, pkce: bool = False) -> AsyncOAuth2Client:
+    # authlib adds the PKCE challenge only when the client is built with a method.
     return AsyncOAuth2Client(
         client_id=APP_ID,
         client_secret=APP_SECRET,
         scope=SCOPES,
         redirect_uri=REDIRECT,
         token_endpoint_auth_method="client_secret_post",
+        **({"code_challenge_method": "S256"} if pkce else {}),
     )
 
 
@@ -230,19 +232,8 @@ async def test_exchange_rejections(
         ).status_code == 200
 
 
-def _pkce_client() -> AsyncOAuth2Client:
-    return AsyncOAuth2Client(
-        client_id=APP_ID,
-        client_secret=APP_SECRET,
-        scope=SCOPES,
-        redirect_uri=REDIRECT,
-        token_endpoint_auth_method="client_secret_post",
-        code_challenge_method="S256",
-    )
-
-
 async def _pkce_code(sandbox_process: SandboxProcess, verifier: str) -> str:
-    async with _pkce_client() as client:
+    async with _oauth_client(pkce=True) as client:
         url, _ = client.create_authorization_url(
             f"{sandbox_process.base_url}/oauth/authorize", code_verifier=verifier
         )
@@ -256,7 +247,7 @@ async def test_pkce_the_right_verifier_gets_the_token_with_authlib(
 ) -> None:
     verifier = generate_token(64)
     base = sandbox_process.base_url
-    async with _pkce_client() as client:
+    async with _oauth_client(pkce=True) as client:
         url, state = client.create_authorization_url(
             f"{base}/oauth/authorize", code_verifier=verifier
         )
