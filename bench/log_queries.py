@@ -40,7 +40,7 @@ from app.db.models import DmLog, MissReason
 from app.delivery_log.export import export_csv
 from app.delivery_log.filters import Key, LiveWindow, LogFilter, MissFilter
 from app.delivery_log.misses import misses_select
-from app.delivery_log.overview import load_overview, start_of_day, webhook_repeats_select
+from app.delivery_log.overview import load_overview
 from app.delivery_log.queries import (
     PAGE_SIZE,
     Names,
@@ -393,17 +393,6 @@ async def run(url: str, world: dict[str, Any], repeat: int) -> dict[str, Any]:
                 accounts, misses, older=paging.get("older"), newer=None, limit=PAGE_SIZE + 1
             )
             results.append({"view": "misses", **await measure(engine, name, stmt, repeat)})
-        results.append(
-            {
-                "view": "overview",
-                **await measure(
-                    engine,
-                    "webhook redeliveries today",
-                    webhook_repeats_select(start_of_day()),
-                    repeat,
-                ),
-            }
-        )
         results.append(await overview_timing(engine, ws, repeat))
         results.append(await export_timing(engine, ws))
     finally:

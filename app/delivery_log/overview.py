@@ -13,19 +13,17 @@ private-reply state (one `GROUP BY` over today's slice of `ix_dm_logs_ws_created
 Comments Instagram delivered again in a later webhook are blocked too (they find their ledger
 row), but that count is not on a workspace's page: ingest records it per webhook POST, and one
 POST can carry entries for accounts of several workspaces, so it cannot be attributed to one.
-(`webhook_repeats_select` is that server-wide number, for operators' tooling.)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time
-from typing import Any
 
-from sqlalchemy import Integer, Select, cast, func, or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import DmLog, EventLevel, LegState, OperationalEvent, WebhookEvent
+from app.db.models import DmLog, EventLevel, LegState, OperationalEvent
 from app.instagram.accounts import AccountCard, list_accounts
 
 RECENT_EVENTS = 15
@@ -92,13 +90,6 @@ class Overview:
 
     def counts_for(self, account_id: int) -> DayCounts:
         return self.per_account.get(account_id) or DayCounts()
-
-
-def webhook_repeats_select(since: datetime) -> Select[tuple[Any]]:
-    """Comments that arrived again in a webhook since `since`, on the whole server (never
-    on a workspace's page, see above)."""
-    repeats = cast(WebhookEvent.details["comments"]["duplicate"].astext, Integer)
-    return select(func.coalesce(func.sum(repeats), 0)).where(WebhookEvent.received_at >= since)
 
 
 async def load_overview(
