@@ -22,20 +22,15 @@ from alembic.config import Config as AlembicConfig
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from app.accounts.token_rotation import RotationReport, rotate_tokens
 from app.asgi import create_app
-from app.delivery.outbox import redrive_failed
+from app.auth.users import InvalidUserError, UserExistsError, find_user_by_email, set_password
+from app.delivery.intake.outbox import redrive_failed
 from app.heartbeat import HEARTBEAT_STALE_S, HEARTBEAT_TTL_S, host_heartbeat
-from app.instagram.token_rotation import RotationReport, rotate_tokens
 from app.logs import configure_logging
 from app.resources import Resources
 from app.settings import Settings, SettingsError, load_settings
-from app.workspaces.service import (
-    InvalidUserError,
-    UserExistsError,
-    create_user_with_workspace,
-    find_user_by_email,
-    set_password,
-)
+from app.workspaces.service import create_user_with_workspace
 from app.workspaces.team import (
     InviteCreated,
     Problem,

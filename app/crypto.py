@@ -4,7 +4,7 @@ A ciphertext is `nonce (12 bytes) || ciphertext || tag (16 bytes)`, stored besid
 key that made it. The key id is derived from the key itself (first 8 hex digits of its SHA-256),
 so rotating means: put the new key in `ENCRYPTION_KEY`, move the old one to
 `ENCRYPTION_OLD_KEYS`, and every stored token still decrypts; then `python -m app
-rotate-tokens` (app/instagram/token_rotation.py) re-encrypts every row whose key id is not the
+rotate-tokens` (app/accounts/token_rotation.py) re-encrypts every row whose key id is not the
 current one. The account id is bound in as associated data, so a ciphertext copied onto
 another account's row does not decrypt.
 """

@@ -55,7 +55,7 @@ JOB_SPECS: dict[str, JobSpec] = {
     # The public reply, the private reply and its plain-text fallback, and a token refresh
     # after a 190; besides them a few statements, and retrying the record for a few seconds.
     "process_comment": JobSpec(timeout=30, meta_calls=4),
-    # DMs to a person's IGSID (app/delivery/dm_flow.py): button taps, DM keyword triggers and
+    # DMs to a person's IGSID (app/delivery/send/dm_flow.py): button taps, DM keyword triggers and
     # follow-ups. A follow check, the message and its fallback, a token refresh.
     "process_postback": JobSpec(timeout=30, meta_calls=4),
     "process_message": JobSpec(timeout=30, meta_calls=4),
@@ -68,13 +68,13 @@ JOB_SPECS: dict[str, JobSpec] = {
     "refresh_tokens": JobSpec(timeout=600),
     # Re-enqueues stored webhook events whose ingest job never reached Redis.
     "outbox_relay": JobSpec(timeout=60),
-    # Missed-webhook recovery (app/delivery/reconcile.py): the cron tick enqueues one sweep per
-    # due account; a sweep stops reading after 200 s, so 300 s leaves time to record.
+    # Missed-webhook recovery (app/delivery/recovery/reconcile.py): the cron tick enqueues one
+    # sweep per due account; a sweep stops reading after 200 s, so 300 s leaves time to record.
     "reconcile_comments": JobSpec(timeout=60),
     "reconcile_account": JobSpec(timeout=300),
-    # Next-post binding and the backfill of the bound post (app/campaigns/next_post.py).
+    # Next-post binding and the backfill of the bound post (app/delivery/recovery/next_post.py).
     "bind_next_posts": JobSpec(timeout=300),
-    # Webhook subscription self-check (app/instagram/subscriptions.py).
+    # Webhook subscription self-check (app/accounts/subscriptions.py).
     "check_webhook_subscriptions": JobSpec(timeout=300),
 }
 

@@ -58,7 +58,7 @@ def faults(admin: Any, rng: random.Random) -> list[dict[str, Any]]:
 
 
 async def enqueue_twice(worker_env: dict[str, str], ids: list[int]) -> None:
-    from app.delivery.scheduling import enqueue_delivery
+    from app.delivery.send.scheduling import enqueue_delivery
     from app.queue import enqueue, open_queue
     from app.settings import load_settings
 

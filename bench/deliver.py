@@ -80,9 +80,9 @@ LATENCY_TO = "the first delivery_attempts.started_at: the claim statement, just 
 
 
 def seed(database_url: str, token: str, encryption_key: str) -> tuple[int, int, int]:
+    from app.accounts.tokens import seal_access_token
     from app.crypto import TokenCipher
     from app.db.models import InstagramAccount
-    from app.instagram.tokens import seal_access_token
 
     sealed = InstagramAccount(ig_user_id=ACCOUNT_IG_ID)
     seal_access_token(TokenCipher(bytes.fromhex(encryption_key)), sealed, token)
@@ -184,7 +184,7 @@ def comment_and_store(
 async def enqueue_all(redis_url: str, dm_log_ids: list[int]) -> None:
     from saq import Queue
 
-    from app.delivery.scheduling import enqueue_delivery
+    from app.delivery.send.scheduling import enqueue_delivery
 
     queue = Queue.from_url(redis_url, name=QUEUE)
     await queue.connect()

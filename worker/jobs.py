@@ -10,13 +10,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from app.campaigns import next_post
+from app.accounts import subscriptions
+from app.accounts.token_refresh import refresh_expiring_tokens
 from app.db.models import TriggerKind
-from app.delivery import outbox, reconcile, sweeps, verify
-from app.delivery.claims import autocommit
-from app.delivery.dispatch import deliver
-from app.instagram import subscriptions
-from app.instagram.token_refresh import refresh_expiring_tokens
+from app.delivery.intake import outbox
+from app.delivery.recovery import inbox_check, next_post, reconcile, sweeps
+from app.delivery.send.claims import autocommit
+from app.delivery.send.dispatch import deliver
 from app.maintenance import retention
 from worker.context import state_of
 
@@ -71,7 +71,7 @@ async def send_follow_up(ctx: dict[str, Any], *, dm_log_id: int) -> dict[str, ob
 
 
 async def verify_unconfirmed(ctx: dict[str, Any], *, dm_log_id: int) -> dict[str, str]:
-    result = await verify.verify_unconfirmed(state_of(ctx).resources, dm_log_id)
+    result = await inbox_check.verify_unconfirmed(state_of(ctx).resources, dm_log_id)
     return {"status": result.status, "detail": result.detail}
 
 

@@ -19,8 +19,8 @@ from app.auth.current import SESSION_USER, SESSION_WORKSPACE
 from app.auth.passwords import hash_password, needs_rehash, verify_password
 from app.auth.sessions import rotate_session
 from app.auth.throttle import LoginThrottle
+from app.auth.users import normalize_email
 from app.db.models import User, WorkspaceMember
-from app.workspaces.service import normalize_email
 
 _DUMMY_HASH = hash_password("not-a-real-password-only-for-timing")
 

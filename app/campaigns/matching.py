@@ -168,7 +168,7 @@ class CampaignRule:
     activated_at: datetime | None = None
     # Public replies enabled and at least one variant to post.
     public_reply: bool = False
-    # Also answers DMs matching its keywords (`app.delivery.dm_triggers`).
+    # Also answers DMs matching its keywords (`app.campaigns.dm_matching`).
     dm_trigger: bool = False
     _keywords_norm: tuple[tuple[str, str], ...] = field(
         init=False, repr=False, compare=False, default=()

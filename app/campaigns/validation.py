@@ -34,9 +34,8 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from app.campaigns.matching import keyword_is_matchable
+from app.campaigns.message_format import render
 from app.db.models import CampaignScope, MatchMode
-from app.delivery.follow_ups import MAX_DELAY_MINUTES
-from app.delivery.messages import render
 
 MAX_NAME = 100
 MAX_TEXT_BYTES = 1000
@@ -50,6 +49,8 @@ MAX_REPLIES = 10
 MAX_REPLY = 2200  # Instagram's comment length limit
 MAX_CAPTION = 2200
 PRIORITY_RANGE = (-1000, 1000)
+# A follow-up waits at most 24 hours: the messaging window the person opened.
+MAX_DELAY_MINUTES = 1440
 USERNAME_WORST_CASE = 30
 PLACEHOLDERS = ("{username}", "{link}")
 _PLACEHOLDER = re.compile(r"\{([^{}\s]{1,40})\}")

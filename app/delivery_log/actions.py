@@ -1,7 +1,8 @@
 """The delivery log's buttons as state changes: bulk retry and "check the conversation again".
 
-Like `app.delivery.retry.mark_retry` these only change rows, in the caller's transaction (the
-idempotency key's, see `app.web.idempotency`); the caller enqueues the jobs after the commit.
+Like `app.delivery.recovery.manual_retry.mark_retry` these only change rows, in the caller's
+transaction (the idempotency key's, see `app.web.idempotency`); the caller enqueues the jobs
+after the commit.
 Each change is one conditional UPDATE per row, so a row that moved on meanwhile (already
 retried, confirmed by the inbox check) is simply not touched.
 """
@@ -16,8 +17,8 @@ from saq import Queue
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.delivery.retry import RetryStatus, mark_retry
-from app.delivery.scheduling import enqueue_delivery, enqueue_verification
+from app.delivery.recovery.manual_retry import RetryStatus, mark_retry
+from app.delivery.send.scheduling import enqueue_delivery, enqueue_verification
 
 MAX_BULK_RETRY = 100
 

@@ -1,12 +1,13 @@
 """`dm_logs.pr_evidence` in sentences: what we know about a send whose answer was lost.
 
-The engine writes the evidence (see `app.delivery.verify`, `app.delivery.outcomes`,
-`app.delivery.retry`); the creator reads it on a row's timeline before deciding to send again.
+The engine writes the evidence (see `app.delivery.recovery.inbox_check`,
+`app.delivery.send.outcomes`, `app.delivery.recovery.manual_retry`); the creator reads it on a
+row's timeline before deciding to send again.
 Keys this understands: `inbox_check` (the last look in the conversation), `check_requested`
 (a creator asked to look again), `confirmed_by`/`confirmed_at`/`message_id`/`detail` (how a
 send was proven delivered), `manual_retry` (the last retry and the state it came from), and
 for taps and DM triggers the follow gate's `follow_checks` (each "not following yet") and
-`follow_gate` (the check that decided what was sent, see `app.delivery.follow_gate`).
+`follow_gate` (the check that decided what was sent, see `app.delivery.content.follow_gate`).
 Anything else is shown as it is, so nothing the engine records is hidden.
 """
 

@@ -23,8 +23,8 @@ from datetime import UTC, datetime, time
 from sqlalchemy import func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.accounts.cards import AccountCard, list_accounts
 from app.db.models import DmLog, EventLevel, LegState, OperationalEvent
-from app.instagram.accounts import AccountCard, list_accounts
 
 RECENT_EVENTS = 15
 

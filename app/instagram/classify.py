@@ -8,7 +8,7 @@ after the request left this machine is ambiguous. Only a request that never left
 connection) is a definite non-delivery.
 
 The classification is pure: account-level consequences (pause on 368, token refresh on 190)
-are flagged here and carried out by `app.delivery.accounts`.
+are flagged here and carried out by `app.delivery.send.account_state`.
 """
 
 from __future__ import annotations

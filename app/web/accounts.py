@@ -17,9 +17,8 @@ from litestar.plugins.htmx import HTMXRequest
 from litestar.response import Redirect, Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.current import Viewer
-from app.instagram.accounts import get_account, get_account_card, list_accounts
-from app.instagram.connect import (
+from app.accounts.cards import get_account, get_account_card, list_accounts
+from app.accounts.connect import (
     SESSION_KEY,
     Connected,
     ConnectProblem,
@@ -33,6 +32,7 @@ from app.instagram.connect import (
     subscribe_webhooks,
     unsubscribe_webhooks,
 )
+from app.auth.current import Viewer
 from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
 from app.web.idempotency import idempotent, redirect_to

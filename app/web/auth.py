@@ -24,6 +24,7 @@ from app.auth.current import load_viewer, safe_next, session_identity
 from app.auth.sessions import end_session
 from app.auth.signin import SignedIn, check_sign_in, start_session
 from app.auth.throttle import LoginThrottle
+from app.auth.users import InvalidUserError, UserExistsError, normalize_email, validate_credentials
 from app.operations.idempotency import (
     Finished,
     KeyRequest,
@@ -41,14 +42,7 @@ from app.web.idempotency import (
     redirect_to,
     unfinished_response,
 )
-from app.workspaces.service import (
-    InvalidUserError,
-    NewUser,
-    UserExistsError,
-    create_user_with_workspace,
-    normalize_email,
-    validate_credentials,
-)
+from app.workspaces.service import NewUser, create_user_with_workspace
 
 _NO_STORE = {"Cache-Control": "no-store"}
 _TAKEN = "An account with this email already exists. Sign in instead."

@@ -24,8 +24,11 @@ from litestar.response import Redirect, Template
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.accounts.cards import AccountCard, get_account, list_accounts
+from app.accounts.connect import account_token
 from app.auth.current import Viewer
 from app.campaigns.matching import CampaignRule, CommentFacts, choose_campaign
+from app.campaigns.message_format import build_message, buttons_of, render
 from app.campaigns.service import (
     EDITABLE,
     Problem,
@@ -54,12 +57,9 @@ from app.campaigns.validation import (
     parse_campaign_form,
 )
 from app.db.models import AccountStatus, Campaign, CampaignStatus
-from app.delivery import dm_content
-from app.delivery.dm_content import CampaignTexts, Content
-from app.delivery.follow_ups import render_follow_up
-from app.delivery.messages import build_message, buttons_of, render
-from app.instagram.accounts import AccountCard, get_account, list_accounts
-from app.instagram.connect import account_token
+from app.delivery.content import compose
+from app.delivery.content.compose import CampaignTexts, Content
+from app.delivery.content.follow_ups import render_follow_up
 from app.instagram.graph import GraphError
 from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
@@ -167,7 +167,7 @@ def _two_step_preview(form: CampaignInput) -> list[dict[str, Any]]:
     )
     steps: list[dict[str, Any]] = []
     if form.opening_dm_enabled:
-        content = dm_content.opening_dm(texts, username=PREVIEW_USERNAME)
+        content = compose.opening_dm(texts, username=PREVIEW_USERNAME)
         steps.append(
             _step(
                 "opening",
@@ -178,7 +178,7 @@ def _two_step_preview(form: CampaignInput) -> list[dict[str, Any]]:
         )
     if form.follow_gate_enabled:
         when = "After the tap, if" if steps else "The private reply to the comment, if"
-        content = dm_content.follow_prompt(texts, username=PREVIEW_USERNAME)
+        content = compose.follow_prompt(texts, username=PREVIEW_USERNAME)
         steps.append(
             _step(
                 "prompt",

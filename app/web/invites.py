@@ -30,6 +30,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.auth.current import Viewer, optional_viewer
 from app.auth.signin import SignInRefused, check_password, start_session
 from app.auth.throttle import LoginThrottle
+from app.auth.users import (
+    InvalidUserError,
+    UserExistsError,
+    create_user,
+    find_user_by_email,
+    validate_credentials,
+)
 from app.operations.idempotency import (
     Finished,
     KeyRequest,
@@ -47,13 +54,6 @@ from app.web.idempotency import (
     one_time_key,
     redirect_to,
     unfinished_response,
-)
-from app.workspaces.service import (
-    InvalidUserError,
-    UserExistsError,
-    create_user,
-    find_user_by_email,
-    validate_credentials,
 )
 from app.workspaces.team import (
     Accepted,

@@ -32,8 +32,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.current import Viewer, safe_next
 from app.db.models import LegState, MissReason
-from app.delivery.retry import RetryStatus, mark_retry
-from app.delivery.scheduling import enqueue_delivery
+from app.delivery.recovery.manual_retry import RetryStatus, mark_retry
+from app.delivery.send.scheduling import enqueue_delivery
 from app.delivery_log.actions import (
     enqueue_inbox_check,
     enqueue_retries,

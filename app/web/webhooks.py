@@ -26,10 +26,10 @@ from litestar import Litestar, asgi
 from litestar.types import Receive, Scope, Send
 
 from app.db.models import EventLevel
-from app.delivery.alerts import record_throttled
-from app.delivery.intake import IntakeUnavailableError, WebhookIntake
+from app.delivery.intake.webhook_writer import IntakeUnavailableError, WebhookIntake
 from app.instagram.signature import verify_signature
 from app.instagram.webhook_payload import EnvelopeError, decode_body
+from app.operations.alerts import record_throttled
 from app.resources import Resources
 
 logger = logging.getLogger("oncereply.webhooks")

@@ -47,8 +47,8 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
+from app.auth.users import InvalidUserError, normalize_email, validate_email
 from app.db.models import Role, User, Workspace, WorkspaceInvite, WorkspaceMember
-from app.workspaces.service import InvalidUserError, normalize_email, validate_email
 
 INVITE_TTL = timedelta(days=7)
 INVITABLE_ROLES = (Role.ADMIN, Role.MEMBER)

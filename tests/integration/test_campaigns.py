@@ -13,9 +13,9 @@ import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy import select
 
+from app.accounts.connect import disconnect_account
 from app.asgi import create_app
 from app.db.models import Campaign, CampaignStatus, DmLog, LegState, TriggerKind
-from app.instagram.connect import disconnect_account
 from app.resources import Resources
 from app.settings import Settings, load_settings
 from tests.support.dashboard import (

@@ -17,10 +17,10 @@ import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy import select
 
+from app.accounts.connect import WEBHOOK_FIELDS, claim_state
+from app.accounts.tokens import open_access_token
 from app.asgi import create_app
 from app.db.models import AccountStatus, Campaign, CampaignStatus, InstagramAccount
-from app.instagram.connect import WEBHOOK_FIELDS, claim_state
-from app.instagram.tokens import open_access_token
 from app.resources import Resources
 from app.settings import Settings, load_settings
 from tests.support.dashboard import (

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import func, select, text
 
 from app.db.models import AttemptClass, IdempotencyKey, Leg, LegState, MissReason
-from app.delivery.retry import mark_retry
+from app.delivery.recovery.manual_retry import mark_retry
 from app.delivery_log.filters import LIVE_OVERLAP, Key, LiveWindow, LogFilter, MissFilter
 from app.delivery_log.misses import fetch_misses
 from app.delivery_log.queries import fetch_new, fetch_page

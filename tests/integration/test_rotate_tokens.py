@@ -7,10 +7,10 @@ import subprocess
 
 from sqlalchemy import select
 
+from app.accounts.token_rotation import ResealOutcome, StoredToken, reseal_token
+from app.accounts.tokens import open_access_token, seal_access_token
 from app.crypto import TokenCipher, key_id_for
 from app.db.models import InstagramAccount, Workspace
-from app.instagram.token_rotation import ResealOutcome, StoredToken, reseal_token
-from app.instagram.tokens import open_access_token, seal_access_token
 from app.resources import Resources
 from tests.support.processes import run_cli
 

@@ -24,10 +24,11 @@ from sqlalchemy import func, select, text, update
 
 from app.asgi import create_app
 from app.auth.sessions import SESSION_COOKIE
+from app.auth.users import create_user
 from app.db.models import Role, User, WorkspaceInvite, WorkspaceMember
 from app.resources import Resources
 from app.settings import Settings
-from app.workspaces.service import create_user, create_user_with_workspace
+from app.workspaces.service import create_user_with_workspace
 from app.workspaces.team import (
     Accepted,
     InviteCreated,

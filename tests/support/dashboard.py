@@ -202,7 +202,7 @@ async def add_account(
     """Store a connected account directly (for tests that do not need the OAuth dance)."""
     from datetime import UTC, datetime, timedelta
 
-    from app.instagram.connect import upsert_account
+    from app.accounts.connect import upsert_account
 
     async with resources.sessionmaker() as session, session.begin():
         account_id = await upsert_account(

@@ -27,7 +27,7 @@ from app.db.models import (
     WebhookStatus,
     Workspace,
 )
-from app.delivery.outbox import run_ingest
+from app.delivery.intake.outbox import run_ingest
 from app.resources import Resources
 
 INSTAGRAM_SECRET = "test-instagram-app-secret"

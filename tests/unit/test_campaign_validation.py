@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from litestar.datastructures import FormMultiDict
 
+from app.accounts.cards import AccountCard
+from app.accounts.connect import ConnectProblem, PendingConnect, check_callback
 from app.auth.current import safe_next
 from app.auth.throttle import ThrottlePolicy
 from app.campaigns.validation import (
@@ -23,8 +25,6 @@ from app.campaigns.validation import (
     split_keywords,
 )
 from app.db.models import AccountStatus, CampaignScope, MatchMode
-from app.instagram.accounts import AccountCard
-from app.instagram.connect import ConnectProblem, PendingConnect, check_callback
 from app.instagram.oauth import OAuthExchangeError, _parse_token, clean_code
 
 

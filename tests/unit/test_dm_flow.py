@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from app.campaigns.dm_matching import choose_dm_campaign
 from app.campaigns.matching import CampaignRule
 from app.db.models import CampaignScope, CampaignStatus, MatchMode, MessageKind, TriggerKind
-from app.delivery.dm_content import (
+from app.delivery.content.compose import (
     DEFAULT_OPENING_BUTTON,
     CampaignTexts,
     follow_prompt,
@@ -18,10 +19,15 @@ from app.delivery.dm_content import (
     opening_dm,
     reveal,
 )
-from app.delivery.dm_triggers import choose_dm_campaign
-from app.delivery.follow_gate import Path, comment_reply, decide, needs_follow_check, tap_path
-from app.delivery.follow_ups import FollowUpPlan, plan_follow_up
-from app.delivery.postbacks import (
+from app.delivery.content.follow_gate import (
+    Path,
+    comment_reply,
+    decide,
+    needs_follow_check,
+    tap_path,
+)
+from app.delivery.content.follow_ups import FollowUpPlan, plan_follow_up
+from app.delivery.content.postbacks import (
     Tap,
     TapAction,
     issue_payload,

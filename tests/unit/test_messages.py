@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.delivery.messages import (
+from app.campaigns.message_format import (
     LinkButton,
     build_message,
     buttons_of,
@@ -14,7 +14,7 @@ from app.delivery.messages import (
     render,
     text_message,
 )
-from app.delivery.outcomes import retry_delay
+from app.delivery.send.outcomes import retry_delay
 
 
 def test_placeholders() -> None:

@@ -63,7 +63,7 @@ class TriggerKind(StrEnum):
 
 
 class MessageKind(StrEnum):
-    """What a log row's DM says (see `app.delivery.dm_content`)."""
+    """What a log row's DM says (see `app.delivery.content.compose`)."""
 
     REVEAL = "reveal"  # the campaign's DM with its links
     OPENING_DM = "opening_dm"  # "tap to get it": a postback button that asks for the reveal

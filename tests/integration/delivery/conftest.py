@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from app.accounts.tokens import seal_access_token
 from app.crypto import TokenCipher
 from app.db.models import (
     Campaign,
@@ -27,8 +28,7 @@ from app.db.models import (
     TriggerKind,
     Workspace,
 )
-from app.delivery.retry import RetryResult, request_retry
-from app.instagram.tokens import seal_access_token
+from app.delivery.recovery.manual_retry import RetryResult, request_retry
 from app.resources import Resources
 from app.settings import Settings, load_settings
 from sandbox.client import SandboxAdmin

@@ -15,9 +15,9 @@ from typing import Any
 from sqlalchemy import select, text
 
 from app.db.models import DmLog, LegState, MessageKind, MessagingEvent, TriggerKind
-from app.delivery.dispatch import deliver
-from app.delivery.outbox import run_ingest
-from app.delivery.send_steps import Report
+from app.delivery.intake.outbox import run_ingest
+from app.delivery.send.dispatch import deliver
+from app.delivery.send.steps import Report
 from tests.integration.delivery.conftest import SUNNY, World
 from tests.support.webhooks import comments_body, messaging_body, store_event
 

@@ -17,8 +17,8 @@ from app.db.models import (
     LegState,
     OperationalEvent,
 )
-from app.delivery.outbox import run_ingest
-from app.delivery.process_comment import Report, process_comment
+from app.delivery.intake.outbox import run_ingest
+from app.delivery.send.comment_flow import Report, process_comment
 from tests.integration.delivery.conftest import SUNNY, World
 from tests.support.webhooks import comments_body, store_event
 

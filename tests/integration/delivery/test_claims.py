@@ -8,10 +8,10 @@ from datetime import timedelta
 import pytest
 
 from app.db.models import LegState
-from app.delivery import claims
-from app.delivery.process_comment import process_comment
-from app.delivery.quota import usage, usage_month
-from app.delivery.rate_limit import HourlyBudget
+from app.delivery.send import claims
+from app.delivery.send.budget import HourlyBudget
+from app.delivery.send.comment_flow import process_comment
+from app.delivery.send.quota import usage, usage_month
 from tests.integration.delivery.conftest import World
 from tests.integration.delivery.polling import account
 

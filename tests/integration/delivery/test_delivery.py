@@ -7,7 +7,7 @@ import asyncio
 from sqlalchemy import text
 
 from app.db.models import AttemptClass, LegState
-from app.delivery.process_comment import process_comment
+from app.delivery.send.comment_flow import process_comment
 from tests.integration.delivery.conftest import World
 
 
@@ -36,9 +36,10 @@ async def test_a_comment_gets_exactly_one_private_reply(world: World) -> None:
 
 
 async def test_stale_claims_become_unconfirmed_and_get_an_inbox_check(world: World) -> None:
-    from app.delivery import claims, sweeps
-    from app.delivery.quota import usage_month
-    from app.delivery.verify import verify_unconfirmed
+    from app.delivery.recovery import sweeps
+    from app.delivery.recovery.inbox_check import verify_unconfirmed
+    from app.delivery.send import claims
+    from app.delivery.send.quota import usage_month
 
     row = await world.comment("lucia.mendez")
     async with claims.autocommit(world.resources.engine) as conn:
@@ -77,8 +78,9 @@ async def test_stale_claims_become_unconfirmed_and_get_an_inbox_check(world: Wor
 
 
 async def test_repeated_enqueues_and_the_relay_send_once(world: World) -> None:
-    from app.delivery import claims, sweeps
-    from app.delivery.scheduling import enqueue_delivery
+    from app.delivery.recovery import sweeps
+    from app.delivery.send import claims
+    from app.delivery.send.scheduling import enqueue_delivery
 
     row = await world.comment("yamada.hanako")
     queue = world.resources.queue

@@ -14,10 +14,11 @@ import pytest
 from sqlalchemy import select
 
 from app.db.models import AccountStatus, AttemptClass, InstagramAccount, LegState, OperationalEvent
-from app.delivery import claims, sweeps
-from app.delivery.process_comment import process_comment
-from app.delivery.retry import RetryStatus
-from app.delivery.verify import verify_unconfirmed
+from app.delivery.recovery import sweeps
+from app.delivery.recovery.inbox_check import verify_unconfirmed
+from app.delivery.recovery.manual_retry import RetryStatus
+from app.delivery.send import claims
+from app.delivery.send.comment_flow import process_comment
 from tests.integration.delivery.conftest import SEND_TIMEOUT_S, World
 
 AMBIGUOUS = {

@@ -5,11 +5,12 @@ check), a creator's retry works on a DM, and any delivery job runs any row."""
 from __future__ import annotations
 
 from app.db.models import LegState, PersonClaim, TriggerKind
-from app.delivery import claims, sweeps
-from app.delivery.dispatch import deliver
-from app.delivery.quota import usage_month
-from app.delivery.retry import RetryStatus
-from app.delivery.scheduling import delivery_key
+from app.delivery.recovery import sweeps
+from app.delivery.recovery.manual_retry import RetryStatus
+from app.delivery.send import claims
+from app.delivery.send.dispatch import deliver
+from app.delivery.send.quota import usage_month
+from app.delivery.send.scheduling import delivery_key
 from tests.integration.delivery.conftest import World
 from tests.integration.delivery.conversations import (
     ACCOUNT,
@@ -127,8 +128,8 @@ async def test_any_delivery_job_runs_any_row(world: World) -> None:
 async def test_dms_count_against_the_quota_but_not_the_hourly_private_reply_budget(
     world: World,
 ) -> None:
-    from app.delivery.quota import usage
-    from app.delivery.rate_limit import BudgetFull, HourlyBudget
+    from app.delivery.send.budget import BudgetFull, HourlyBudget
+    from app.delivery.send.quota import usage
 
     hooks = Hooks(world)
     await two_step_campaign(world, dm_trigger_enabled=True)

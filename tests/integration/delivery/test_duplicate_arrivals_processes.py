@@ -14,7 +14,7 @@ from saq import Status
 from sqlalchemy import select
 
 from app.db.models import LegState, WebhookEvent, WebhookStatus
-from app.delivery.reconcile import reconcile_account
+from app.delivery.recovery.reconcile import reconcile_account
 from app.queue import enqueue
 from tests.integration.delivery.conftest import LEMON_REEL, World
 from tests.integration.delivery.polling import activated_minutes_ago, ledger, logs

@@ -7,8 +7,9 @@ import math
 from datetime import timedelta
 
 from app.db.models import AttemptClass, DmLog, LegState, MessageKind, TriggerKind
-from app.delivery import claims, sweeps
-from app.delivery.verify import verify_unconfirmed
+from app.delivery.recovery import sweeps
+from app.delivery.recovery.inbox_check import verify_unconfirmed
+from app.delivery.send import claims
 from tests.integration.delivery.conftest import LEMON_REEL, World
 from tests.integration.delivery.conversations import (
     ACCOUNT,

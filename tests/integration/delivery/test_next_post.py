@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from app.campaigns.next_post import bind_next_posts, request_binding
 from app.db.models import CampaignScope, CampaignStatus, SeenVia
+from app.delivery.recovery.next_post import bind_next_posts, request_binding
 from tests.integration.delivery.conftest import World
 from tests.integration.delivery.polling import (
     add_campaign,

@@ -8,8 +8,8 @@ import asyncio
 from datetime import timedelta
 
 from app.db.models import LegState, MessageKind, MessagingMissReason, TriggerKind
-from app.delivery.dm_flow import process_dm
-from app.delivery.postbacks import postback_key
+from app.delivery.content.postbacks import postback_key
+from app.delivery.send.dm_flow import process_dm
 from tests.integration.delivery.conftest import LEMON_REEL, SUNNY, World
 from tests.integration.delivery.conversations import (
     ACCOUNT,
@@ -144,7 +144,7 @@ async def test_taps_on_buttons_that_are_not_ours_are_ledger_misses(world: World)
     ]
     async with world.resources.sessionmaker() as session, session.begin():
         event_id = await store_event(session, messaging_body(*items, account=SUNNY))
-    from app.delivery.outbox import run_ingest
+    from app.delivery.intake.outbox import run_ingest
 
     summary = await run_ingest(world.resources, [event_id])
     assert "dm_deliveries" not in summary

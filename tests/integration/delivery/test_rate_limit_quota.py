@@ -10,9 +10,9 @@ import pytest
 from redis.asyncio import Redis
 
 from app.db.models import LegState
-from app.delivery import claims, quota
-from app.delivery.process_comment import process_comment
-from app.delivery.rate_limit import BudgetFull, HourlyBudget, Slot
+from app.delivery.send import claims, quota
+from app.delivery.send.budget import BudgetFull, HourlyBudget, Slot
+from app.delivery.send.comment_flow import process_comment
 from tests.integration.delivery.conftest import World
 
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from app.db.models import AccountStatus, CampaignScope, LegState, SeenVia
-from app.delivery.reconcile import reconcile_account
+from app.delivery.recovery.reconcile import reconcile_account
 from tests.integration.delivery.conftest import LEMON_REEL, World
 from tests.integration.delivery.polling import (
     account,

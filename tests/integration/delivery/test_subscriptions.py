@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.accounts.connect import WEBHOOK_FIELDS
+from app.accounts.subscriptions import check_subscriptions
 from app.db.models import AccountStatus
-from app.instagram.connect import WEBHOOK_FIELDS
-from app.instagram.subscriptions import check_subscriptions
 from tests.integration.delivery.conftest import SUNNY, World
 from tests.integration.delivery.polling import account, events
 

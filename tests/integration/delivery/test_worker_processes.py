@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from app.db.models import LegState
-from app.delivery.scheduling import enqueue_delivery
+from app.delivery.send.scheduling import enqueue_delivery
 from app.queue import enqueue
 from tests.integration.delivery.conftest import World
 from tests.support.processes import start_worker, wait_until

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from app.delivery.intake import WebhookIntake
+from app.delivery.intake.webhook_writer import WebhookIntake
 from app.resources import Resources
 from tests.support.webhooks import comment_value, comments_body, queued_keys
 

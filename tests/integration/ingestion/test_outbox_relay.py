@@ -16,8 +16,8 @@ from saq import Job, Queue
 from sqlalchemy import select, text
 
 from app.db.models import Comment, DmLog, WebhookEvent, WebhookStatus
-from app.delivery.intake import WebhookIntake
-from app.delivery.outbox import relay_outbox, run_ingest
+from app.delivery.intake.outbox import relay_outbox, run_ingest
+from app.delivery.intake.webhook_writer import WebhookIntake
 from app.resources import Resources
 from tests.support.processes import free_port, start_web
 from tests.support.webhooks import (

@@ -10,9 +10,9 @@ nothing extra.
 from __future__ import annotations
 
 from app.db.models import TriggerKind
-from app.delivery.dm_flow import process_dm
-from app.delivery.process_comment import process_comment
-from app.delivery.send_steps import Report
+from app.delivery.send.comment_flow import process_comment
+from app.delivery.send.dm_flow import process_dm
+from app.delivery.send.steps import Report
 from app.resources import Resources
 
 

@@ -8,7 +8,7 @@ makes a second run harmless.
 
 Each trigger kind has its job (`process_comment`, `process_message`, `process_postback`,
 `send_follow_up`), so the queue shows what is waiting; every one of them runs whatever row it
-is given through the right flow (`app.delivery.dispatch`), so a caller that does not know a
+is given through the right flow (`app.delivery.send.dispatch`), so a caller that does not know a
 row's kind (the dashboard's retry) may enqueue `process_comment` for any row.
 """
 

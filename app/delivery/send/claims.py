@@ -41,8 +41,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.db.models import AttemptClass, Leg, LegState, MessageKind, PersonClaim
-from app.delivery.follow_ups import FollowUpPlan, follow_up_cte, follow_up_params
-from app.delivery.quota import RESERVE_UPSERT
+from app.delivery.content.compose import CampaignTexts
+from app.delivery.content.follow_ups import FollowUpPlan, follow_up_cte, follow_up_params
+from app.delivery.send.quota import RESERVE_UPSERT
 
 MAX_PUBLIC_ATTEMPTS = 3
 # A job scheduled for a due time may start a moment early (SAQ schedules in whole seconds).
@@ -122,6 +123,19 @@ class Delivery:
     # A PENDING tap or DM whose person another row already gave (or is giving) the link, as
     # seen at load: `settle_if_revealed` then settles it (and checks again as it does).
     revealed_elsewhere: bool = False
+
+    def texts(self) -> CampaignTexts:
+        """The campaign settings its messages are made of (`app.delivery.content.compose`)."""
+        return CampaignTexts(
+            campaign_id=self.campaign_id or 0,
+            dm_text=self.dm_text,
+            buttons=self.buttons,
+            opening_dm_text=self.opening_dm_text,
+            opening_dm_button_title=self.opening_dm_button_title,
+            follow_gate=self.follow_gate_enabled,
+            follow_prompt_text=self.follow_prompt_text,
+            follow_prompt_button_title=self.follow_prompt_button_title,
+        )
 
 
 # Another row of this campaign already gave the person the link, or is giving it (the `d` row

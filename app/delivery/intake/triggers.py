@@ -3,9 +3,9 @@
 Part of ingest (same transaction, same batch). For each inbound item that is not a miss by
 its nature (echo, deleted, unsupported, self, no text), `classify` decides:
 
-- a tap (`postback`) on a payload we issued (`app.delivery.postbacks`) naming a campaign of
+- a tap (`postback`) on a payload we issued (`app.delivery.content.postbacks`) naming a campaign of
   this account → a tap to claim; any other payload → `unknown_payload`, a ledger record only;
-- a DM whose text fires a campaign's DM keyword trigger (`app.delivery.dm_triggers`) → a
+- a DM whose text fires a campaign's DM keyword trigger (`app.campaigns.dm_matching`) → a
   `message` row; no campaign → `no_match`.
 
 `write` then makes the work durable before anything is sent (DESIGN §4.1, §4.8):
@@ -28,13 +28,13 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.campaigns.dm_matching import choose_dm_campaign
 from app.campaigns.rules import AccountRules
 from app.db.models import AccountStatus, LegState, MessagingMissReason, TriggerKind
 from app.db.raw import Db, fetch_tuples
-from app.delivery.bulk import INSERT_DM_LOGS, columns_of, unnest_arrays
-from app.delivery.dm_triggers import choose_dm_campaign
-from app.delivery.follow_ups import MESSAGING_WINDOW
-from app.delivery.postbacks import parse_payload, postback_key
+from app.delivery.content.follow_ups import MESSAGING_WINDOW
+from app.delivery.content.postbacks import parse_payload, postback_key
+from app.delivery.intake.bulk import INSERT_DM_LOGS, columns_of, unnest_arrays
 from app.instagram.webhook_payload import MessagingItem, MessagingKind
 
 _MAX_TRIGGER_ID = 255

@@ -32,9 +32,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import EventLevel, WebhookEvent, WebhookStatus
 from app.db.raw import pipelined_transaction
-from app.delivery.alerts import record_throttled
-from app.delivery.ingest import EventsIngest, enqueue_ingested, ingest_events
-from app.delivery.intake import UNMARK_ENQUEUED, enqueue_ingest
+from app.delivery.intake.ingest import EventsIngest, enqueue_ingested, ingest_events
+from app.delivery.intake.webhook_writer import UNMARK_ENQUEUED, enqueue_ingest
+from app.operations.alerts import record_throttled
 from app.resources import Resources
 
 logger = logging.getLogger("oncereply.ingest")

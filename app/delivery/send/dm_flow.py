@@ -26,13 +26,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.db.models import EventLevel, LegState, MessageKind, PersonClaim, TriggerKind
-from app.delivery import alerts, claims, dm_content, follow_gate
-from app.delivery.dm_content import Content
-from app.delivery.follow_ups import follow_up_for
-from app.delivery.postbacks import parse_payload
-from app.delivery.quota import usage_month
-from app.delivery.scheduling import enqueue_delivery
-from app.delivery.send_steps import (
+from app.delivery.content import compose, follow_gate
+from app.delivery.content.compose import Content
+from app.delivery.content.follow_ups import follow_up_for
+from app.delivery.content.postbacks import parse_payload
+from app.delivery.send import claims
+from app.delivery.send.quota import usage_month
+from app.delivery.send.scheduling import enqueue_delivery
+from app.delivery.send.steps import (
     Report,
     Run,
     hold_for_account,
@@ -40,6 +41,7 @@ from app.delivery.send_steps import (
     send_claimed,
     settle,
 )
+from app.operations import alerts
 from app.operations.events import record_event
 from app.resources import Resources
 
@@ -94,7 +96,7 @@ async def _choose(run: Run) -> _Choice | None:
     delivery = run.delivery
     kind = TriggerKind(delivery.trigger_kind)
     if kind is TriggerKind.FOLLOW_UP:
-        return _Choice(dm_content.follow_up(delivery.message_text or ""))
+        return _Choice(compose.follow_up(delivery.message_text or ""))
     if kind is TriggerKind.MESSAGE:
         path = follow_gate.Path.DM_TRIGGER
     else:
@@ -122,8 +124,8 @@ async def _choose(run: Run) -> _Choice | None:
     if step.send is None:
         await _check_again(run, step, seen=len(checks), checked_at=checked_at)
         return None
-    texts = dm_content.texts_of(delivery)
-    content = dm_content.content_for(
+    texts = delivery.texts()
+    content = compose.content_for(
         step.send, texts, username=delivery.recipient_username, frozen_text=None
     )
     evidence = None

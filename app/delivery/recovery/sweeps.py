@@ -24,8 +24,8 @@ from saq import Queue
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.delivery.accounts import resume_expired_pauses
-from app.delivery.scheduling import enqueue_delivery, enqueue_verification
+from app.delivery.send.account_state import resume_expired_pauses
+from app.delivery.send.scheduling import enqueue_delivery, enqueue_verification
 
 logger = logging.getLogger("oncereply.delivery")
 

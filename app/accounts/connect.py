@@ -33,6 +33,7 @@ from sqlalchemy import and_, case, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.accounts.tokens import MissingTokenError, open_access_token, seal_access_token
 from app.db.models import (
     AccountStatus,
     Campaign,
@@ -42,7 +43,6 @@ from app.db.models import (
 )
 from app.instagram.graph import GraphClient, GraphError
 from app.instagram.oauth import OAuthExchangeError, exchange_code, start_authorization
-from app.instagram.tokens import MissingTokenError, open_access_token, seal_access_token
 from app.operations.events import record_event
 from app.resources import Resources
 from app.settings import Settings

@@ -23,8 +23,8 @@ from redis.exceptions import RedisError
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.accounts.token_refresh import RefreshStatus, refresh_token
 from app.db.models import AccountStatus, EventLevel
-from app.instagram.token_refresh import RefreshStatus, refresh_token
 from app.operations.events import record_event
 from app.resources import Resources
 

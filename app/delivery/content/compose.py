@@ -16,9 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.db.models import MessageKind
-from app.delivery.claims import Delivery
-from app.delivery.messages import (
+from app.campaigns.message_format import (
     TEXT_MAX_BYTES,
     OutgoingMessage,
     build_message,
@@ -27,7 +25,8 @@ from app.delivery.messages import (
     postback_message,
     text_message,
 )
-from app.delivery.postbacks import opening_payload, prompt_payload
+from app.db.models import MessageKind
+from app.delivery.content.postbacks import opening_payload, prompt_payload
 
 DEFAULT_OPENING_TEXT = "Tap the button below and I'll send it right over."
 DEFAULT_OPENING_BUTTON = "Send me the link"
@@ -56,19 +55,6 @@ class CampaignTexts:
     follow_gate: bool = False
     follow_prompt_text: str | None = None
     follow_prompt_button_title: str | None = None
-
-
-def texts_of(delivery: Delivery) -> CampaignTexts:
-    return CampaignTexts(
-        campaign_id=delivery.campaign_id or 0,
-        dm_text=delivery.dm_text,
-        buttons=delivery.buttons,
-        opening_dm_text=delivery.opening_dm_text,
-        opening_dm_button_title=delivery.opening_dm_button_title,
-        follow_gate=delivery.follow_gate_enabled,
-        follow_prompt_text=delivery.follow_prompt_text,
-        follow_prompt_button_title=delivery.follow_prompt_button_title,
-    )
 
 
 def reveal(texts: CampaignTexts, *, username: str | None) -> Content:

@@ -49,6 +49,7 @@ from redis.exceptions import RedisError
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.accounts.tokens import MissingTokenError, open_access_token
 from app.campaigns.matching import CampaignRule, CommentFacts, choose_campaign
 from app.campaigns.rules import load_active_rules
 from app.crypto import TokenDecryptError
@@ -61,11 +62,10 @@ from app.db.models import (
     InstagramAccount,
     SeenVia,
 )
-from app.delivery.accounts import handle_token_refused
-from app.delivery.ingest import enqueue_deliveries, ingest_comments
+from app.delivery.intake.ingest import enqueue_deliveries, ingest_comments
+from app.delivery.send.account_state import handle_token_refused
 from app.instagram.classify import RETRYABLE_CODES
 from app.instagram.graph import GraphApiError, GraphError, GraphTransportError
-from app.instagram.tokens import MissingTokenError, open_access_token
 from app.instagram.webhook_payload import CommentItem, comment_from_graph
 from app.operations.events import record_event, record_event_once
 from app.queue import enqueue_many

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from app.db.models import MessageKind
-from app.delivery.postbacks import Tap, TapAction
+from app.delivery.content.postbacks import Tap, TapAction
 
 DEFAULT_RECHECK_DELAYS_S = (20.0, 40.0)
 

@@ -25,14 +25,19 @@ from typing import Any
 
 from sqlalchemy import text
 
+from app.accounts.tokens import MissingTokenError, open_access_token
 from app.crypto import TokenDecryptError
 from app.db.models import InstagramAccount, LegState, MessageKind, TriggerKind
-from app.delivery.claims import autocommit
-from app.delivery.follow_ups import FollowUpPlan, follow_up_cte, follow_up_params, plan_follow_up
-from app.delivery.scheduling import enqueue_delivery, enqueue_verification
+from app.delivery.content.follow_ups import (
+    FollowUpPlan,
+    follow_up_cte,
+    follow_up_params,
+    plan_follow_up,
+)
+from app.delivery.send.claims import autocommit
+from app.delivery.send.scheduling import enqueue_delivery, enqueue_verification
 from app.instagram.classify import RETRYABLE_CODES
 from app.instagram.graph import GraphApiError, GraphError
-from app.instagram.tokens import MissingTokenError, open_access_token
 from app.resources import Resources
 
 logger = logging.getLogger("oncereply.delivery")

@@ -11,7 +11,7 @@ Durable first (DESIGN §4.1). One transaction per batch of events:
    RETURNING`), then a PENDING `dm_logs` row for each *new* matched comment (`ON CONFLICT
    (account_id, trigger_id) DO NOTHING RETURNING id`), and the messaging ledger rows — each
    kind in one multi-row statement, whatever the batch size;
-5. turn button taps and DM keyword triggers into work (`messaging_triggers`): a tap's
+5. turn button taps and DM keyword triggers into work (`triggers`): a tap's
    `postback_deliveries` claim and its `dm_logs` row, a DM's `dm_logs` row — also one
    statement per kind;
 6. mark each event `processed` (item count, what became of its items) or `rejected` (why).
@@ -56,9 +56,9 @@ from app.db.models import (
     WebhookStatus,
 )
 from app.db.raw import Db, db_of, execute, fetch_tuples
-from app.delivery import messaging_triggers
-from app.delivery.bulk import INSERT_DM_LOGS, BulkInsert, columns_of, unnest_arrays
-from app.delivery.scheduling import PROCESS_COMMENT, delivery_key, job_for
+from app.delivery.intake import triggers
+from app.delivery.intake.bulk import INSERT_DM_LOGS, BulkInsert, columns_of, unnest_arrays
+from app.delivery.send.scheduling import PROCESS_COMMENT, delivery_key, job_for
 from app.instagram.webhook_payload import (
     CommentItem,
     EnvelopeError,
@@ -241,9 +241,9 @@ async def ingest_events(db: Db, event_ids: Collection[int]) -> EventsIngest:
     comment_result = await _ingest_comment_batch(
         db, comments, via=SeenVia.WEBHOOK, accounts=accounts
     )
-    work = messaging_triggers.MessagingWork()
+    work = triggers.MessagingWork()
     messaging_counts = await _record_messaging(db, messaging, accounts, work)
-    result.dm_deliveries = await messaging_triggers.write(db, work)
+    result.dm_deliveries = await triggers.write(db, work)
     result.deliveries = comment_result.deliveries
     result.unknown_accounts = comment_result.unknown_accounts + messaging_counts.pop(
         None, Counter()
@@ -408,14 +408,14 @@ async def _record_messaging(
     db: Db,
     items: Sequence[tuple[MessagingItem, int]],
     accounts: dict[str, AccountRules],
-    work: messaging_triggers.MessagingWork,
+    work: triggers.MessagingWork,
 ) -> dict[int | None, Counter[str]]:
     """Messaging ledger rows, and the taps and DM triggers among them added to `work`; counts
     per event (unknown account ids under the key None)."""
     counts: dict[int | None, Counter[str]] = defaultdict(Counter)
     rows: dict[tuple[int, str], dict[str, Any]] = {}
     outcomes: list[tuple[tuple[int, str], int, str]] = []
-    campaigns = await messaging_triggers.load_tap_campaigns(db, [item for item, _ in items])
+    campaigns = await triggers.load_tap_campaigns(db, [item for item, _ in items])
     for item, event_id in items:
         account = accounts.get(item.account_ig_id)
         if account is None:
@@ -429,7 +429,7 @@ async def _record_messaging(
         reason = _messaging_miss(item)
         details = dict(item.extra)
         if reason is None:
-            reason, noted = messaging_triggers.classify(item, account, campaigns, work)
+            reason, noted = triggers.classify(item, account, campaigns, work)
             details |= noted
         outcomes.append((key, event_id, f"{item.kind}:{reason or 'work'}"))
         rows[key] = {

@@ -28,18 +28,18 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.accounts.tokens import MissingTokenError, open_access_token
+from app.campaigns.message_format import OutgoingMessage
 from app.crypto import TokenDecryptError
 from app.db.models import AttemptClass, InstagramAccount, Leg, LegState, TriggerKind
-from app.delivery import accounts, claims
-from app.delivery.claims import CallReport, Claim, Delivery, LegUpdate, Recorded
-from app.delivery.dm_content import Content
-from app.delivery.follow_ups import FollowUpPlan
-from app.delivery.messages import OutgoingMessage
-from app.delivery.outcomes import AttemptContext, call_report, failure_update, sent_update
-from app.delivery.scheduling import enqueue_delivery, enqueue_verification
+from app.delivery.content.compose import Content
+from app.delivery.content.follow_ups import FollowUpPlan
+from app.delivery.send import account_state, claims
+from app.delivery.send.claims import CallReport, Claim, Delivery, LegUpdate, Recorded
+from app.delivery.send.outcomes import AttemptContext, call_report, failure_update, sent_update
+from app.delivery.send.scheduling import enqueue_delivery, enqueue_verification
 from app.instagram.classify import AccountAction, Verdict, classify_error
 from app.instagram.graph import GraphError
-from app.instagram.tokens import MissingTokenError, open_access_token
 from app.resources import Resources
 
 logger = logging.getLogger("oncereply.delivery")
@@ -136,19 +136,19 @@ async def may_send(conn: AsyncConnection, run: Run, *, pr_due: bool, pub_due: bo
         await settle(conn, run, LegState.SKIPPED_CAMPAIGN_INACTIVE, "the campaign is not active")
         return False
     unable = claims.AccountUnable(delivery.account_status, delivery.paused_until)
-    gate = accounts.gate_for(unable.status, unable.paused_until, now)
-    if gate is accounts.Gate.SKIP:
+    gate = account_state.gate_for(unable.status, unable.paused_until, now)
+    if gate is account_state.Gate.SKIP:
         await hold_for_account(conn, run, unable, private=pr_due, public=pub_due)
         return False
     if delivery.deadline_at is not None and delivery.deadline_at <= now:
         reason = window_closed_reason(delivery.trigger_kind)
         await settle(conn, run, LegState.SKIPPED_WINDOW_EXPIRED, reason)
         return False
-    if gate is accounts.Gate.WAIT:
+    if gate is account_state.Gate.WAIT:
         await hold_for_account(conn, run, unable, private=pr_due, public=pub_due)
         return False
     if delivery.account_status != "active":
-        await accounts.resume_expired_pauses(conn, delivery.account_id)
+        await account_state.resume_expired_pauses(conn, delivery.account_id)
     try:
         run.token = open_access_token(
             run.resources.cipher,
@@ -160,7 +160,7 @@ async def may_send(conn: AsyncConnection, run: Run, *, pr_due: bool, pub_due: bo
         )
     except (MissingTokenError, TokenDecryptError) as exc:
         run.report.notes.append(f"no usable token: {exc}")
-        await accounts.handle_token_refused(run.resources, delivery.account_id, None)
+        await account_state.handle_token_refused(run.resources, delivery.account_id, None)
         reason = "waiting: the account's token cannot be used; reconnect the account"
         await claims.postpone(conn, delivery.id, now + REAUTH_WAIT, reason)
         return False
@@ -181,11 +181,11 @@ async def hold_for_account(
     once the account is active again). An automatic pause that has just run out changes
     nothing: the leg stays due."""
     now = datetime.now(UTC)
-    gate = accounts.gate_for(unable.status, unable.paused_until, now)
-    if gate is accounts.Gate.SKIP:
+    gate = account_state.gate_for(unable.status, unable.paused_until, now)
+    if gate is account_state.Gate.SKIP:
         reason = f"the Instagram account is {unable.status}"
         await settle(conn, run, LegState.SKIPPED_ACCOUNT_PAUSED, reason)
-    elif gate is accounts.Gate.WAIT:
+    elif gate is account_state.Gate.WAIT:
         until = unable.paused_until or now + REAUTH_WAIT
         reason = f"waiting: the Instagram account is {unable.status}"
         await claims.postpone(conn, run.delivery.id, until, reason, private=private, public=public)
@@ -270,18 +270,18 @@ async def failure(run: Run, claim: Claim, verdict: Verdict, *, private: bool) ->
     wait_until: datetime | None = None
     schedule = verdict.outcome is AttemptClass.RETRYABLE
     if verdict.account_action is AccountAction.PAUSE:
-        wait_until = await accounts.pause_for_policy_block(
+        wait_until = await account_state.pause_for_policy_block(
             run.resources, delivery.account_id, now=now, detail=verdict.message or ""
         )
         schedule = False  # the relay resumes the account's work when the pause ends
     elif verdict.account_action is AccountAction.REFRESH_TOKEN:
-        outcome = await accounts.handle_token_refused(
+        outcome = await account_state.handle_token_refused(
             run.resources, delivery.account_id, delivery.token_ciphertext
         )
-        if outcome is accounts.TokenOutcome.REAUTH:
+        if outcome is account_state.TokenOutcome.REAUTH:
             wait_until, schedule = now + REAUTH_WAIT, False
         else:
-            wait_until = now + accounts.TOKEN_WAIT
+            wait_until = now + account_state.TOKEN_WAIT
     # Only a comment's private reply can be "already used" by a first send that arrived.
     manual = (delivery.pr_evidence or {}).get("manual_retry") if private else None
     ctx = AttemptContext(

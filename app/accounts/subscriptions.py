@@ -18,11 +18,11 @@ from typing import Any
 
 from sqlalchemy import text
 
+from app.accounts.connect import WEBHOOK_FIELDS
+from app.accounts.tokens import MissingTokenError, open_access_token
 from app.crypto import TokenDecryptError
 from app.db.models import EventLevel, InstagramAccount
-from app.instagram.connect import WEBHOOK_FIELDS
 from app.instagram.graph import GraphError
-from app.instagram.tokens import MissingTokenError, open_access_token
 from app.operations.events import record_event_once
 from app.resources import Resources
 

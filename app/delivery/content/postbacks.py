@@ -11,7 +11,7 @@ A button we send carries one of these payloads (OpenReply's format, reference `o
 not issue: it stays a ledger record, never work.
 
 The payload only says which campaign and which button; what a tap earns is decided when it is
-processed, from the campaign as it is then (`app.delivery.follow_gate`): a creator who turns
+processed, from the campaign as it is then (`app.delivery.content.follow_gate`): a creator who turns
 the follow gate on gates the opening DMs already out there too.
 
 A tap is claimed by inserting `postback_key(account, campaign, person, postback mid)` into

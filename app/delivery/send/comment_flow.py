@@ -29,16 +29,17 @@ from datetime import UTC, datetime, timedelta
 from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.campaigns.message_format import render
 from app.db.models import Leg, LegState, PersonClaim, TriggerKind
-from app.delivery import claims, dm_content, follow_gate
-from app.delivery.claims import AccountUnable, Claim, Delivery, LegUpdate
-from app.delivery.dm_content import Content, texts_of
-from app.delivery.messages import render
-from app.delivery.outcomes import call_report
-from app.delivery.quota import usage_month
-from app.delivery.rate_limit import BudgetFull, HourlyBudget, Slot
-from app.delivery.scheduling import enqueue_delivery
-from app.delivery.send_steps import (
+from app.delivery.content import compose, follow_gate
+from app.delivery.content.compose import Content
+from app.delivery.send import claims
+from app.delivery.send.budget import BudgetFull, HourlyBudget, Slot
+from app.delivery.send.claims import AccountUnable, Claim, Delivery, LegUpdate
+from app.delivery.send.outcomes import call_report
+from app.delivery.send.quota import usage_month
+from app.delivery.send.scheduling import enqueue_delivery
+from app.delivery.send.steps import (
     REAUTH_WAIT,
     REDIS_WAIT,
     Report,
@@ -95,8 +96,8 @@ def comment_content(delivery: Delivery) -> Content:
     kind = follow_gate.comment_reply(
         opening_dm=delivery.opening_dm_enabled, follow_gate=delivery.follow_gate_enabled
     )
-    return dm_content.content_for(
-        kind, texts_of(delivery), username=delivery.recipient_username, frozen_text=None
+    return compose.content_for(
+        kind, delivery.texts(), username=delivery.recipient_username, frozen_text=None
     )
 
 

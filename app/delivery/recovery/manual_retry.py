@@ -29,8 +29,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import LegState, TriggerKind
-from app.delivery.outcomes import ATTEMPT_BUDGET
-from app.delivery.scheduling import enqueue_delivery
+from app.delivery.send.outcomes import ATTEMPT_BUDGET
+from app.delivery.send.scheduling import enqueue_delivery
 
 
 class RetryStatus(StrEnum):

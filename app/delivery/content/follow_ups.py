@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from app.campaigns.message_format import TEXT_MAX_BYTES, buttons_of, cut_bytes, render
+from app.campaigns.validation import MAX_DELAY_MINUTES
 from app.db.models import MessageKind, TriggerKind
-from app.delivery.messages import TEXT_MAX_BYTES, buttons_of, cut_bytes, render
 
 MESSAGING_WINDOW = timedelta(hours=24)
-MAX_DELAY_MINUTES = 1440
 # The triggers whose interaction opened the window a follow-up needs.
 WINDOW_OPENING_TRIGGERS = frozenset({TriggerKind.POSTBACK, TriggerKind.MESSAGE})
 

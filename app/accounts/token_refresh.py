@@ -16,10 +16,10 @@ from enum import StrEnum
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.accounts.tokens import MissingTokenError, open_access_token, seal_access_token
 from app.crypto import TokenCipher
 from app.db.models import AccountStatus, EventLevel, InstagramAccount
 from app.instagram.graph import GraphClient, GraphError
-from app.instagram.tokens import MissingTokenError, open_access_token, seal_access_token
 from app.operations.events import record_event
 
 logger = logging.getLogger("oncereply.tokens")

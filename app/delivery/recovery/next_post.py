@@ -37,11 +37,11 @@ from saq import Queue
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.accounts.tokens import MissingTokenError, open_access_token
 from app.crypto import TokenDecryptError
 from app.db.models import CampaignScope, EventLevel, InstagramAccount
-from app.delivery.reconcile import reconcile_media
+from app.delivery.recovery.reconcile import reconcile_media
 from app.instagram.graph import GraphError
-from app.instagram.tokens import MissingTokenError, open_access_token
 from app.operations.events import record_event, record_event_once
 from app.queue import enqueue
 from app.resources import Resources

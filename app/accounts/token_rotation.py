@@ -15,9 +15,9 @@ from enum import StrEnum
 from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.accounts.tokens import MissingTokenError, open_access_token, seal_access_token
 from app.crypto import TokenCipher, TokenDecryptError
 from app.db.models import InstagramAccount
-from app.instagram.tokens import MissingTokenError, open_access_token, seal_access_token
 
 BATCH = 200
 
