@@ -27,6 +27,7 @@ from app.asgi import create_app
 from app.auth.users import InvalidUserError, UserExistsError, find_user_by_email, set_password
 from app.delivery.intake.outbox import redrive_failed
 from app.heartbeat import HEARTBEAT_STALE_S, HEARTBEAT_TTL_S, host_heartbeat
+from app.jobs.registry import JOB_OPTIONS
 from app.logs import configure_logging
 from app.resources import Resources
 from app.settings import Settings, SettingsError, load_settings
@@ -162,7 +163,7 @@ def _serve(settings: Settings, host: str, port: int) -> int:
 
 
 async def _redrive(settings: Settings, since: datetime | None) -> int:
-    resources = await Resources.open(settings, db_pool_size=1)
+    resources = await Resources.open(settings, jobs=JOB_OPTIONS, db_pool_size=1)
     try:
         async with resources.sessionmaker() as session, session.begin():
             count = await redrive_failed(session, since=since)
@@ -199,7 +200,7 @@ async def _worker_health(settings: Settings, host: str) -> int:
 
 
 async def _rotate_tokens(settings: Settings) -> int:
-    resources = await Resources.open(settings, db_pool_size=1)
+    resources = await Resources.open(settings, jobs=JOB_OPTIONS, db_pool_size=1)
     try:
         report = await rotate_tokens(resources.sessionmaker, resources.cipher)
     finally:
@@ -241,7 +242,7 @@ async def _create_user(
     if_missing: bool,
     reset_password: bool,
 ) -> int:
-    resources = await Resources.open(settings, db_pool_size=1)
+    resources = await Resources.open(settings, jobs=JOB_OPTIONS, db_pool_size=1)
     try:
         async with resources.sessionmaker() as session, session.begin():
             created = await create_user_with_workspace(
@@ -273,7 +274,7 @@ async def _invite(
     if role is None:
         print(f"oncereply: --role must be member or admin, not {role_name!r}", file=sys.stderr)
         return 2
-    resources = await Resources.open(settings, db_pool_size=1)
+    resources = await Resources.open(settings, jobs=JOB_OPTIONS, db_pool_size=1)
     try:
         async with resources.sessionmaker() as session, session.begin():
             inviter = await find_user_by_email(session, inviter_email)

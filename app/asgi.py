@@ -1,8 +1,9 @@
 """The Litestar application factory for the web process.
 
 `create_app(settings)` wires templates, static files, CSRF, error pages and the routes, and
-opens the process resources (database, Redis, queue) in the lifespan. `python -m app serve`
-loads the settings first, so a bad setting stops the process with one line, then serves this.
+opens the process resources (database, Redis, the queue with the job registry's options) in
+the lifespan. `python -m app serve` loads the settings first, so a bad setting stops the
+process with one line, then serves this.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from redis.asyncio import Redis
 
 from app.auth.current import LoginRequired, login_redirect, provide_editor, provide_viewer
 from app.auth.sessions import SESSION_STORE, session_config, session_store
+from app.jobs.registry import JOB_OPTIONS
 from app.resources import Resources
 from app.settings import Settings, load_settings
 from app.web.accounts import AccountsController
@@ -50,7 +52,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     async def lifespan(app: Litestar) -> AsyncGenerator[None, None]:
         if not isinstance(app.stores.get(SESSION_STORE), RedisStore):
             raise TypeError("the sessions store must be Redis")
-        resources = await Resources.open(settings)
+        resources = await Resources.open(settings, jobs=JOB_OPTIONS)
         app.state.resources = resources
         try:
             yield

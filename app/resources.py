@@ -1,22 +1,23 @@
 """The long-lived connections a process holds: database engine, Redis, the job queue.
 
-Built once at start (web lifespan, worker startup, CLI) from `Settings` and closed at exit;
-passed explicitly to whatever needs them rather than kept in module globals.
+Built once at start (web lifespan, worker startup, CLI) from `Settings` and the job options
+(`app.jobs.registry.JOB_OPTIONS`, which the queue stamps on what it enqueues), and closed at
+exit; passed explicitly to whatever needs them rather than kept in module globals.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
-from saq import Queue
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.crypto import TokenCipher
 from app.db.engine import create_engine, create_sessionmaker
 from app.instagram.graph import GraphClient
-from app.queue import open_queue
+from app.queue import JobName, JobOptions, JobQueue, open_queue
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -28,17 +29,22 @@ class Resources:
     engine: AsyncEngine
     sessionmaker: async_sessionmaker[AsyncSession]
     redis: Redis
-    queue: Queue
+    queue: JobQueue
     cipher: TokenCipher
     graph: GraphClient
 
     @classmethod
     async def open(
-        cls, settings: Settings, *, db_pool_size: int = 10, db_pre_ping: bool = True
+        cls,
+        settings: Settings,
+        *,
+        jobs: Mapping[JobName, JobOptions],
+        db_pool_size: int = 10,
+        db_pre_ping: bool = True,
     ) -> Resources:
         engine = create_engine(settings.database_url, pool_size=db_pool_size, pre_ping=db_pre_ping)
         # SAQ closes the client it is given on disconnect, so it gets its own.
-        queue = open_queue(settings)
+        queue = open_queue(settings, jobs)
         await queue.connect()
         return cls(
             settings=settings,

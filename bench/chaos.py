@@ -59,18 +59,21 @@ def faults(admin: Any, rng: random.Random) -> list[dict[str, Any]]:
 
 async def enqueue_twice(worker_env: dict[str, str], ids: list[int]) -> None:
     from app.delivery.send.scheduling import enqueue_delivery
-    from app.queue import enqueue, open_queue
+    from app.jobs.registry import JOB_OPTIONS
+    from app.queue import JobName, enqueue, open_queue
     from app.settings import load_settings
 
     # Opened as the product opens it, so jobs carry the timeout of the workers' send timeout:
     # a job the SIGKILL left active holds its key until SAQ's sweep finds it past that
     # timeout, and only then can a re-enqueue of the row's key take.
-    queue = open_queue(load_settings(worker_env))
+    queue = open_queue(load_settings(worker_env), JOB_OPTIONS)
     await queue.connect()
     try:
         for dm_log_id in ids:
             await enqueue_delivery(queue, dm_log_id)
-            await enqueue(queue, "process_comment", key=f"again:{dm_log_id}", dm_log_id=dm_log_id)
+            await enqueue(
+                queue, JobName.PROCESS_COMMENT, key=f"again:{dm_log_id}", dm_log_id=dm_log_id
+            )
     finally:
         await queue.disconnect()
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import sys
@@ -181,12 +182,14 @@ def comment_and_store(
     return store_comments(database_url, ids, comments)
 
 
-async def enqueue_all(redis_url: str, dm_log_ids: list[int]) -> None:
-    from saq import Queue
-
+async def enqueue_all(env: dict[str, str], dm_log_ids: list[int]) -> None:
     from app.delivery.send.scheduling import enqueue_delivery
+    from app.jobs.registry import JOB_OPTIONS
+    from app.queue import open_queue
+    from app.settings import load_settings
 
-    queue = Queue.from_url(redis_url, name=QUEUE)
+    # Opened as the worker opens its queue, so the jobs carry its options.
+    queue = open_queue(load_settings({**env, "QUEUE_NAME": QUEUE}), JOB_OPTIONS)
     await queue.connect()
     try:
         for start in range(0, len(dm_log_ids), 500):
@@ -230,7 +233,7 @@ def run(n: int) -> dict[str, Any]:
             env = base_env(database.url, redis.url)
             ids, fans = prepare(admin, database.url, env, "bench", n)
             dm_log_ids = comment_and_store(admin, database.url, ids, fans)
-            asyncio.run(enqueue_all(redis.url, dm_log_ids))
+            asyncio.run(enqueue_all(env, dm_log_ids))
 
             counts_file = LOG_DIR / f"deliver-counts-{os.getpid()}.json"
             worker_env = {
@@ -308,7 +311,7 @@ def worker_process() -> int:
     from sqlalchemy.engine import Connection, Engine
     from sqlalchemy.pool import Pool
 
-    import worker.jobs
+    from app.jobs.registry import JOBS
     from app.logs import configure_logging
     from app.settings import load_settings
     from worker.runner import build_worker
@@ -336,10 +339,10 @@ def worker_process() -> int:
 
         event.listen(Engine, name, listener)
 
-    worker.jobs.CRONS.clear()  # count the deliveries' own statements only
     settings = load_settings()
     configure_logging("WARNING")
-    built = build_worker(settings)
+    # No crons: count the deliveries' own statements only.
+    built = build_worker(settings, jobs=[dataclasses.replace(job, cron=None) for job in JOBS])
 
     # The worker's CPU time from the first job's end to the last one's: its cost per delivery
     # whatever else the machine (sandbox, PostgreSQL) is doing.

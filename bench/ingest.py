@@ -42,10 +42,9 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
-import redis
 
 from bench.http_load import LoadResult, closed_loop, open_loop, render_request
 from tests.support.infra import TestDatabase, TestRedis, base_env
@@ -194,6 +193,20 @@ def counts(database_url: str) -> dict[str, int]:
         }
 
 
+def job_count(redis_url: str, queue_name: str, kind: Literal["queued", "incomplete"]) -> int:
+    """SAQ's own count of a queue's jobs: waiting now, or not yet finished."""
+    from saq import Queue
+
+    async def count() -> int:
+        queue = Queue.from_url(redis_url, name=queue_name)
+        try:
+            return await queue.count(kind)
+        finally:
+            await queue.disconnect()
+
+    return asyncio.run(count())
+
+
 def fanout(env: dict[str, str], database_url: str, redis_url: str, log_dir: Path) -> dict[str, Any]:
     """One worker process ingests everything stored; what it did, how fast."""
     before = counts(database_url)
@@ -203,12 +216,11 @@ def fanout(env: dict[str, str], database_url: str, redis_url: str, log_dir: Path
         env,
         log_dir / f"fanout-worker-{time.time_ns()}.log",
     ).start()
-    client = redis.Redis.from_url(redis_url)
 
     def drained() -> bool:
         if not worker.running:
             raise RuntimeError(f"the fan-out worker died:\n{worker.output()[-3000:]}")
-        jobs_left = int(client.zcard(f"saq:{INGEST_QUEUE}:incomplete"))  # type: ignore[arg-type]
+        jobs_left = job_count(redis_url, INGEST_QUEUE, "incomplete")
         return jobs_left == 0 and counts(database_url)["events_waiting"] == 0
 
     try:
@@ -216,16 +228,11 @@ def fanout(env: dict[str, str], database_url: str, redis_url: str, log_dir: Path
     except TimeoutError:
         pass  # reported below as events still waiting
     finally:
-        client.close()
         worker.stop()  # SIGTERM: the worker finishes, prints its timing and exits
     timing = _worker_report(worker)
     after = counts(database_url)
-    client = redis.Redis.from_url(redis_url)
-    try:
-        delivery_jobs = int(client.llen(f"saq:{DELIVERY_QUEUE}:queued"))  # type: ignore[arg-type]
-        ingest_left = int(client.zcard(f"saq:{INGEST_QUEUE}:incomplete"))  # type: ignore[arg-type]
-    finally:
-        client.close()
+    delivery_jobs = job_count(redis_url, DELIVERY_QUEUE, "queued")
+    ingest_left = job_count(redis_url, INGEST_QUEUE, "incomplete")
     comments = after["comments"] - before["comments"]
     seconds = timing["seconds"]
     return {
@@ -258,19 +265,23 @@ async def run_fanout_worker() -> None:
     """The fan-out worker process: `ingest_event` only, until SIGTERM; then its timing."""
     from dataclasses import replace
 
-    from saq import Queue, Worker
+    from saq import Worker
 
+    from app.jobs.handlers import ingest_event
+    from app.jobs.registry import JOB_OPTIONS
+    from app.queue import open_queue
     from app.resources import Resources
     from app.settings import load_settings
     from worker.context import WorkerState
-    from worker.jobs import ingest_event
 
     settings = load_settings()
     # Delivery jobs go to a queue nothing consumes: this measures ingest, not sending.
     pool = min(settings.worker_concurrency, 20)
     ingest_settings = replace(settings, queue_name=DELIVERY_QUEUE)
     # As the worker process opens them (worker/runner.py): no pre-ping.
-    resources = await Resources.open(ingest_settings, db_pool_size=pool, db_pre_ping=False)
+    resources = await Resources.open(
+        ingest_settings, jobs=JOB_OPTIONS, db_pool_size=pool, db_pre_ping=False
+    )
     state = WorkerState(worker_id="bench-fanout", resources=resources, started_at=time.time())
     span: dict[str, float] = {}
     jobs = 0
@@ -290,7 +301,7 @@ async def run_fanout_worker() -> None:
 
     # Typed as worker/runner.py's DrainingWorker is: our jobs take a plain dict context.
     worker = Worker[Any](
-        Queue.from_url(settings.redis_url, name=settings.queue_name),
+        open_queue(settings, JOB_OPTIONS),
         functions=[ingest_event],
         concurrency=settings.worker_concurrency,
         startup=startup,

@@ -1,18 +1,20 @@
-"""What every job receives in its SAQ context, typed in one place."""
+"""The worker process's state in its SAQ context (`ctx["state"]`), typed in one place.
+
+A `WorkerState` is the `JobRuntime` every job reads (`app.jobs.context`), plus what only the
+process itself keeps: when it started, what it has done, its background tasks.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.resources import Resources
+from app.jobs.context import JobRuntime
 
 
 @dataclass(slots=True)
-class WorkerState:
+class WorkerState(JobRuntime):
     """Per-process worker state, created at startup and handed to jobs through `ctx`."""
 
-    worker_id: str
-    resources: Resources
     started_at: float
     jobs_done: int = 0
     last_error: str | None = None

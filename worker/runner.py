@@ -1,4 +1,8 @@
-"""Builds and runs the SAQ worker: resources at startup, a heartbeat, a clean stop on SIGTERM.
+"""Builds and runs the SAQ worker from the job registry (`app.jobs.registry`): its functions,
+their options and crons; resources at startup, a heartbeat, a clean stop on SIGTERM.
+
+The worker refuses to start when the registry disagrees with itself (`registry_problems`):
+a job SAQ could not find a function for would fail on every run instead.
 
 The heartbeat is an asyncio task beside SAQ's loop rather than a queued cron job: a cron job
 waits behind the backlog, so a worker busy with 10,000 queued sends would look dead exactly
@@ -14,23 +18,25 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from saq import CronJob, Worker
 
 from app import __version__
 from app.heartbeat import HEARTBEAT_INTERVAL_S, Heartbeat, clear_heartbeat, write_heartbeat
-from app.queue import JOB_SPECS, open_queue
+from app.jobs.registry import JOBS, RegisteredJob, registry_problems
+from app.queue import open_queue
+from app.queue.saq_adapter import running_job_tasks, stop_event
 from app.resources import Resources
 from app.settings import Settings
 from worker.context import WorkerState, state_of
-from worker.jobs import CRONS, FUNCTIONS
 
 logger = logging.getLogger("oncereply.worker")
 
 
 class WorkerConfigError(Exception):
-    """Job registry and specs disagree; a programming error caught at start."""
+    """The job registry disagrees with itself; a programming error caught at start."""
 
 
 class DrainingWorker(Worker[Any]):
@@ -48,11 +54,11 @@ class DrainingWorker(Worker[Any]):
         self.drain_timeout_s = drain_timeout_s
 
     async def stop(self) -> None:
-        self.event.set()
+        stop_event(self).set()
         deadline = time.monotonic() + self.drain_timeout_s
         # Loop because an idle dequeue may still hand over a job while we wait.
         while True:
-            running = [c["task"] for c in self.job_task_contexts.values() if not c["task"].done()]
+            running = running_job_tasks(self)
             remaining = deadline - time.monotonic()
             if not running or remaining <= 0:
                 break
@@ -60,13 +66,17 @@ class DrainingWorker(Worker[Any]):
         await super().stop()
 
 
-def build_worker(settings: Settings, *, worker_id: str | None = None) -> DrainingWorker:
-    functions = {fn.__qualname__: fn for fn in FUNCTIONS}
-    # Every function needs its run options; the reverse (every spec has a function) is
-    # enforced by tests/unit/test_job_registry.py, so a gap cannot ship.
-    unknown = sorted(set(functions) - set(JOB_SPECS))
-    if unknown:
-        raise WorkerConfigError(f"functions without a job spec: {', '.join(unknown)}")
+def build_worker(
+    settings: Settings,
+    *,
+    worker_id: str | None = None,
+    jobs: Sequence[RegisteredJob] = JOBS,
+) -> DrainingWorker:
+    """The worker for `jobs` (the registry; a bench may pass it without crons)."""
+    problems = registry_problems(jobs)
+    if problems:
+        raise WorkerConfigError("; ".join(problems))
+    options = {job.name: job.options for job in jobs}
 
     identity = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
@@ -76,7 +86,10 @@ def build_worker(settings: Settings, *, worker_id: str | None = None) -> Drainin
         # fails its first statement instead: before a claim that sends nothing and the relay
         # retries; after a send the delivery records its outcome on a fresh connection.
         resources = await Resources.open(
-            settings, db_pool_size=min(settings.worker_concurrency, 20), db_pre_ping=False
+            settings,
+            jobs=options,
+            db_pool_size=min(settings.worker_concurrency, 20),
+            db_pre_ping=False,
         )
         state = WorkerState(worker_id=identity, resources=resources, started_at=time.time())
         ctx["state"] = state
@@ -85,7 +98,7 @@ def build_worker(settings: Settings, *, worker_id: str | None = None) -> Drainin
         # allocate (ingest fan-out: ~20% less CPU per comment, bench/ingest.py).
         gc.freeze()
         await _beat(state)
-        stopping: asyncio.Event = ctx["worker"].event
+        stopping = stop_event(ctx["worker"])
         task = asyncio.create_task(_heartbeat_loop(state, stopping), name="heartbeat")
         state.background.add(task)
         logger.info("worker %s started (concurrency %d)", identity, settings.worker_concurrency)
@@ -107,22 +120,23 @@ def build_worker(settings: Settings, *, worker_id: str | None = None) -> Drainin
         if error:
             state.last_error = str(error).strip().splitlines()[-1][:300]
 
-    queue = open_queue(settings)
-    cron_jobs = []
-    for name, schedule in CRONS:
-        spec = JOB_SPECS[name]
-        cron_jobs.append(
-            CronJob(
-                functions[name],
-                cron=schedule,
-                timeout=spec.timeout_for(settings.send_timeout_s),
-                retries=spec.retries,
-                ttl=spec.ttl,
-            )
+    # Crons are enqueued by SAQ's scheduler through this queue, which stamps their options
+    # as it does every job's; the CronJob carries the same ones.
+    queue = open_queue(settings, options)
+    cron_jobs = [
+        CronJob(
+            job.function,
+            cron=job.cron,
+            timeout=job.options.timeout_for(settings.send_timeout_s),
+            retries=job.options.retries,
+            ttl=job.options.ttl,
         )
+        for job in jobs
+        if job.cron is not None
+    ]
     return DrainingWorker(
         queue,
-        functions=list(functions.values()),
+        functions=[job.function for job in jobs],
         id=identity,
         concurrency=settings.worker_concurrency,
         cron_jobs=cron_jobs,

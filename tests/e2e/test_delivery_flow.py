@@ -5,13 +5,16 @@ fan's inbox in the sandbox holds exactly one DM. Then the log's filters, history
 
 from __future__ import annotations
 
+import asyncio
 import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import psycopg
-import redis
 from playwright.sync_api import expect
+from saq import Queue
 
+from app.queue.saq_adapter import pending_job_keys
 from tests.e2e.flows import Connected, create_campaign
 from tests.support.dashboard import LEMON_REEL
 from tests.support.log_data import wait_past_activation
@@ -27,18 +30,23 @@ def _rows(db_url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         return list(conn.execute(sql, params).fetchall())
 
 
+def _jobs_left(redis_url: str) -> list[str]:
+    async def read() -> list[str]:
+        queue = Queue.from_url(redis_url, name=QUEUE)
+        try:
+            return await pending_job_keys(queue)
+        finally:
+            await queue.disconnect()
+
+    # A thread of its own: the browser's event loop runs on this one.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, read()).result()
+
+
 def _work_left(redis_url: str, db_url: str) -> list[str]:
     """Jobs still queued, running or scheduled, other than the worker's crons, and webhook
     POSTs not yet ingested: anything that could still send a DM."""
-    client = redis.Redis.from_url(redis_url)
-    try:
-        jobs = [
-            job.decode()
-            for job in client.zrange(f"saq:{QUEUE}:incomplete", 0, -1)
-            if f"saq:job:{QUEUE}:cron:" not in job.decode()
-        ]
-    finally:
-        client.close()
+    jobs = _jobs_left(redis_url)
     outbox = _rows(db_url, "SELECT id FROM webhook_events WHERE status IN ('received', 'enqueued')")
     return jobs + [f"webhook_event:{event_id}" for (event_id,) in outbox]
 

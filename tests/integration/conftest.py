@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from app.jobs.registry import JOB_OPTIONS
 from app.resources import Resources
 from app.settings import Settings, load_settings
 from tests.support.infra import TestDatabase, TestRedis, truncate_all
@@ -18,7 +19,7 @@ def settings(test_env: dict[str, str]) -> Settings:
 
 @pytest.fixture(scope="session")
 async def resources(settings: Settings) -> AsyncIterator[Resources]:
-    opened = await Resources.open(settings)
+    opened = await Resources.open(settings, jobs=JOB_OPTIONS)
     try:
         yield opened
     finally:

@@ -15,7 +15,7 @@ from app.asgi import create_app
 from app.db.models import EventLevel, LegState, WebhookEvent, WebhookStatus
 from app.delivery_log.overview import start_of_day
 from app.operations.events import record_event
-from app.queue import enqueue
+from app.queue import JobName, enqueue
 from app.resources import Resources
 from app.settings import Settings
 from tests.support.dashboard import add_account
@@ -144,7 +144,7 @@ async def test_queue_and_recent_events(
                 message=message,
             )
     for n in range(3):
-        await enqueue(resources.queue, "purge_expired", key=f"overview-test-{n}")
+        await enqueue(resources.queue, JobName.PURGE_EXPIRED, key=f"overview-test-{n}")
 
     page = await owner.client.get("/", headers=HTML)
     html = page.text

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from app.jobs.registry import JOB_OPTIONS
 from app.resources import Resources
 from app.settings import Settings
 from tests.support.processes import free_port, wait_until
@@ -41,7 +42,7 @@ async def test_close_finishes_when_redis_is_gone(
     settings: Settings, own_redis: tuple[subprocess.Popen[bytes], str]
 ) -> None:
     server, url = own_redis
-    resources = await Resources.open(dataclasses.replace(settings, redis_url=url))
+    resources = await Resources.open(dataclasses.replace(settings, redis_url=url), jobs=JOB_OPTIONS)
     await resources.redis.ping()
     async with resources.engine.connect() as conn:
         await conn.exec_driver_sql("SELECT 1")

@@ -20,7 +20,7 @@ from litestar.testing import AsyncTestClient
 from app.asgi import create_app
 from app.health import STUCK_QUEUE_DEPTH, _probe
 from app.heartbeat import HEARTBEAT_STALE_S, HEARTBEAT_TTL_S, Heartbeat, write_heartbeat
-from app.queue import enqueue
+from app.queue import JobName, enqueue
 from app.resources import Resources
 from app.settings import Settings, load_settings
 from tests.support.dashboard import sign_up
@@ -82,9 +82,9 @@ async def test_a_backlog_no_one_drains_makes_the_badge_stale(
 ) -> None:
     await _beat(resources, age_s=1)  # fresh: a worker that beats but runs nothing
     for n in range(STUCK_QUEUE_DEPTH - 1):
-        await enqueue(resources.queue, "purge_expired", key=f"stuck-{n}")
+        await enqueue(resources.queue, JobName.PURGE_EXPIRED, key=f"stuck-{n}")
     assert await _state(client) == "healthy"  # a backlog, but not yet a stuck one
-    await enqueue(resources.queue, "purge_expired", key="stuck-last")
+    await enqueue(resources.queue, JobName.PURGE_EXPIRED, key="stuck-last")
     assert await _state(client) == "stale"
 
 

@@ -122,7 +122,7 @@ async def test_enqueued_job_runs_in_the_worker_and_purges_expired_keys(
 ) -> None:
     from sqlalchemy import text
 
-    from app.queue import enqueue
+    from app.queue import JobName, enqueue
 
     async with resources.engine.begin() as conn:
         await conn.execute(
@@ -134,7 +134,7 @@ async def test_enqueued_job_runs_in_the_worker_and_purges_expired_keys(
         )
     worker = start_worker(test_env, artifacts_dir)
     try:
-        job = await enqueue(resources.queue, "purge_expired")
+        job = await enqueue(resources.queue, JobName.PURGE_EXPIRED)
         assert job is not None
         await job.refresh(until_complete=60)
         assert job.status == "complete", job.error

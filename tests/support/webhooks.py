@@ -28,6 +28,7 @@ from app.db.models import (
     Workspace,
 )
 from app.delivery.intake.outbox import run_ingest
+from app.queue.saq_adapter import queued_job_keys
 from app.resources import Resources
 
 INSTAGRAM_SECRET = "test-instagram-app-secret"
@@ -192,6 +193,4 @@ async def ingest_received(resources: Resources, *, within_s: float = 10.0) -> di
 
 async def queued_keys(resources: Resources) -> list[str]:
     """Keys of the jobs waiting in the queue, oldest first."""
-    prefix = f"saq:job:{resources.queue.name}:"
-    raw = await resources.redis.lrange(f"saq:{resources.queue.name}:queued", 0, -1)  # type: ignore[misc]
-    return [item.decode().removeprefix(prefix) for item in raw]
+    return await queued_job_keys(resources.queue)

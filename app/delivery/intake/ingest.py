@@ -58,7 +58,7 @@ from app.db.models import (
 from app.db.raw import Db, db_of, execute, fetch_tuples
 from app.delivery.intake import triggers
 from app.delivery.intake.bulk import INSERT_DM_LOGS, BulkInsert, columns_of, unnest_arrays
-from app.delivery.send.scheduling import PROCESS_COMMENT, delivery_key, job_for
+from app.delivery.send.scheduling import delivery_key, job_for
 from app.instagram.webhook_payload import (
     CommentItem,
     EnvelopeError,
@@ -68,7 +68,7 @@ from app.instagram.webhook_payload import (
     decode_body,
     parse_webhook,
 )
-from app.queue import enqueue_many
+from app.queue import JobName, enqueue_many
 
 logger = logging.getLogger("oncereply.ingest")
 
@@ -205,13 +205,13 @@ async def ingest_comments(
 async def enqueue_deliveries(queue: Queue, dm_log_ids: Sequence[int]) -> int:
     """One `process_comment` job per new log row, keyed `deliver:<id>`; returns how many."""
     jobs = [(delivery_key(log_id, None), {"dm_log_id": log_id}) for log_id in dm_log_ids]
-    return await enqueue_many(queue, PROCESS_COMMENT, jobs)
+    return await enqueue_many(queue, JobName.PROCESS_COMMENT, jobs)
 
 
 async def enqueue_ingested(queue: Queue, outcome: EventsIngest) -> int:
     """Every job an ingest run's commit owes: one per new row, by its kind."""
     added = await enqueue_deliveries(queue, outcome.deliveries) if outcome.deliveries else 0
-    by_job: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
+    by_job: dict[JobName, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
     for log_id, kind in outcome.dm_deliveries:
         by_job[job_for(kind)].append((delivery_key(log_id, None), {"dm_log_id": log_id}))
     for name, jobs in by_job.items():

@@ -34,11 +34,10 @@ from sqlalchemy import TextClause, func, insert, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.models import WebhookEvent, WebhookStatus
-from app.queue import enqueue_many
+from app.queue import JobName, enqueue_many
 
 logger = logging.getLogger("oncereply.webhooks")
 
-INGEST_JOB = "ingest_event"
 EVENTS_PER_JOB = 100
 BYTES_PER_JOB = 1024 * 1024
 
@@ -89,7 +88,7 @@ def group_for_jobs(events: Sequence[tuple[int, int]]) -> list[list[int]]:
 async def enqueue_ingest(queue: Queue, events: Sequence[tuple[int, int]]) -> int:
     """Enqueue the ingest jobs for these `(event id, body size)` pairs; returns how many."""
     jobs = [(ingest_job_key(ids), {"event_ids": ids}) for ids in group_for_jobs(events)]
-    return await enqueue_many(queue, INGEST_JOB, jobs)
+    return await enqueue_many(queue, JobName.INGEST_EVENT, jobs)
 
 
 @dataclass(slots=True)

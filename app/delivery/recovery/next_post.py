@@ -43,12 +43,11 @@ from app.db.models import CampaignScope, EventLevel, InstagramAccount
 from app.delivery.recovery.reconcile import reconcile_media
 from app.instagram.graph import GraphError
 from app.operations.events import record_event, record_event_once
-from app.queue import enqueue
+from app.queue import JobName, enqueue
 from app.resources import Resources
 
 logger = logging.getLogger("oncereply.next_post")
 
-BIND_NEXT_POSTS = "bind_next_posts"
 MEDIA_PAGE = 50
 MAX_MEDIA_PAGES = 2
 BINDABLE_PRODUCTS = frozenset({"FEED", "REELS"})
@@ -143,7 +142,10 @@ async def request_binding(queue: Queue, account_id: int) -> bool:
     """Ask the worker to bind the account's waiting campaigns now (after arming one)."""
     try:
         job = await enqueue(
-            queue, BIND_NEXT_POSTS, key=f"bind-next-post:{account_id}", account_id=account_id
+            queue,
+            JobName.BIND_NEXT_POSTS,
+            key=f"bind-next-post:{account_id}",
+            account_id=account_id,
         )
     except (RedisError, OSError):
         logger.warning("could not request next-post binding for account %s", account_id)

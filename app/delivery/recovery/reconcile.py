@@ -68,19 +68,18 @@ from app.instagram.classify import RETRYABLE_CODES
 from app.instagram.graph import GraphApiError, GraphError, GraphTransportError
 from app.instagram.webhook_payload import CommentItem, comment_from_graph
 from app.operations.events import record_event, record_event_once
-from app.queue import enqueue_many
+from app.queue import JobName, enqueue_many
 from app.resources import Resources
 
 logger = logging.getLogger("oncereply.reconcile")
 
-RECONCILE_ACCOUNT = "reconcile_account"
 LOOKBACK = timedelta(hours=72)
 MAX_NEW_PER_MEDIA = 30
 RECENT_MEDIA = 10
 MAX_PAGES = 16  # 800 comments: a viral post is read in part, never all of it
 AD_COPY_MEMORY = timedelta(days=30)
 # Stop reading past this (checked before every page), so that even with one slow call after it
-# the job (timeout 300 s in app.queue) still records what was read.
+# the job (timeout 300 s in app.jobs.registry) still records what was read.
 SWEEP_BUDGET_S = 180.0
 # Answers that mean "slow down" (or 368, "stop"): the account's sweep ends at once.
 STOP_CODES = RETRYABLE_CODES | {368}
@@ -169,7 +168,7 @@ async def enqueue_due_sweeps(resources: Resources) -> int:
             )
         ).all()
     jobs = [(f"reconcile:{account_id}", {"account_id": account_id}) for account_id in due]
-    return await enqueue_many(resources.queue, RECONCILE_ACCOUNT, jobs)
+    return await enqueue_many(resources.queue, JobName.RECONCILE_ACCOUNT, jobs)
 
 
 async def reconcile_account(

@@ -6,10 +6,11 @@ computes the same key from the row, so re-enqueueing a job that is still waiting
 is a no-op. Keys only coalesce while a job is queued or running; the claim in Postgres is what
 makes a second run harmless.
 
-Each trigger kind has its job (`process_comment`, `process_message`, `process_postback`,
-`send_follow_up`), so the queue shows what is waiting; every one of them runs whatever row it
-is given through the right flow (`app.delivery.send.dispatch`), so a caller that does not know a
-row's kind (the dashboard's retry) may enqueue `process_comment` for any row.
+Each trigger kind has its job (`JobName.PROCESS_COMMENT`, `PROCESS_MESSAGE`,
+`PROCESS_POSTBACK`, `SEND_FOLLOW_UP`), so the queue shows what is waiting; every one of them
+runs whatever row it is given through the right flow (`app.delivery.send.dispatch`), so a
+caller that does not know a row's kind (the dashboard's retry) may enqueue `process_comment`
+for any row.
 """
 
 from __future__ import annotations
@@ -23,21 +24,16 @@ from redis.exceptions import RedisError
 from saq import Queue
 
 from app.db.models import TriggerKind
-from app.queue import enqueue
+from app.queue import JobName, enqueue
 
 logger = logging.getLogger("oncereply.delivery")
 
-PROCESS_COMMENT = "process_comment"
-PROCESS_MESSAGE = "process_message"
-PROCESS_POSTBACK = "process_postback"
-SEND_FOLLOW_UP = "send_follow_up"
 JOB_FOR_KIND = {
-    TriggerKind.COMMENT: PROCESS_COMMENT,
-    TriggerKind.MESSAGE: PROCESS_MESSAGE,
-    TriggerKind.POSTBACK: PROCESS_POSTBACK,
-    TriggerKind.FOLLOW_UP: SEND_FOLLOW_UP,
+    TriggerKind.COMMENT: JobName.PROCESS_COMMENT,
+    TriggerKind.MESSAGE: JobName.PROCESS_MESSAGE,
+    TriggerKind.POSTBACK: JobName.PROCESS_POSTBACK,
+    TriggerKind.FOLLOW_UP: JobName.SEND_FOLLOW_UP,
 }
-VERIFY_UNCONFIRMED = "verify_unconfirmed"
 # Meta needs a moment before a just-sent message shows in the conversation.
 VERIFY_DELAY_S = 10.0
 
@@ -48,7 +44,7 @@ def delivery_key(dm_log_id: int, due: datetime | None) -> str:
     return f"deliver:{dm_log_id}:{math.ceil(due.timestamp())}"
 
 
-def job_for(kind: TriggerKind | str) -> str:
+def job_for(kind: TriggerKind | str) -> JobName:
     return JOB_FOR_KIND[TriggerKind(kind)]
 
 
@@ -83,7 +79,7 @@ async def enqueue_verification(
     try:
         await enqueue(
             queue,
-            VERIFY_UNCONFIRMED,
+            JobName.VERIFY_UNCONFIRMED,
             key=f"verify:{dm_log_id}",
             scheduled=math.ceil(at) if delay_s > 0 else 0,
             dm_log_id=dm_log_id,

@@ -29,6 +29,7 @@ from app.db.models import (
     Workspace,
 )
 from app.delivery.recovery.manual_retry import RetryResult, request_retry
+from app.jobs.registry import JOB_OPTIONS
 from app.resources import Resources
 from app.settings import Settings, load_settings
 from sandbox.client import SandboxAdmin
@@ -62,7 +63,7 @@ def delivery_settings(delivery_env: dict[str, str]) -> Settings:
 
 @pytest.fixture(scope="session")
 async def delivery_resources(delivery_settings: Settings) -> AsyncIterator[Resources]:
-    opened = await Resources.open(delivery_settings, db_pool_size=20)
+    opened = await Resources.open(delivery_settings, jobs=JOB_OPTIONS, db_pool_size=20)
     try:
         yield opened
     finally:

@@ -11,6 +11,7 @@ from app.delivery.send import claims
 from app.delivery.send.dispatch import deliver
 from app.delivery.send.quota import usage_month
 from app.delivery.send.scheduling import delivery_key
+from app.queue import JobName
 from tests.integration.delivery.conftest import World
 from tests.integration.delivery.conversations import (
     ACCOUNT,
@@ -36,7 +37,7 @@ async def test_the_relay_enqueues_a_lost_dm_job_under_its_own_name(world: World)
     queue = world.resources.queue
     job = await queue.job(f"deliver:{row_id}")
     assert job is not None
-    assert job.function == "process_message"
+    assert job.function == JobName.PROCESS_MESSAGE
     await job.abort("lost with Redis")
     await world.resources.redis.flushdb()
     async with claims.autocommit(world.resources.engine) as conn:
@@ -44,7 +45,7 @@ async def test_the_relay_enqueues_a_lost_dm_job_under_its_own_name(world: World)
     assert relayed.enqueued == 1
     job = await queue.job(f"deliver:{row_id}")
     assert job is not None
-    assert job.function == "process_message"
+    assert job.function == JobName.PROCESS_MESSAGE
 
 
 async def test_a_dm_left_in_flight_becomes_unconfirmed_with_an_inbox_check(world: World) -> None:
@@ -91,7 +92,7 @@ async def test_a_creator_can_retry_a_failed_dm(world: World) -> None:
     assert result.enqueued
     job = await world.resources.queue.job(delivery_key(row_id, result.due))
     assert job is not None
-    assert job.function == "process_message"
+    assert job.function == JobName.PROCESS_MESSAGE
     await run_due(world)
     assert (await world.log(row_id)).pr_state is LegState.SENT
     assert len(reveals(world, "olga.petrova")) == 1

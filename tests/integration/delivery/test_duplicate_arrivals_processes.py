@@ -15,7 +15,7 @@ from sqlalchemy import select
 
 from app.db.models import LegState, WebhookEvent, WebhookStatus
 from app.delivery.recovery.reconcile import reconcile_account
-from app.queue import enqueue
+from app.queue import JobName, enqueue
 from tests.integration.delivery.conftest import LEMON_REEL, World
 from tests.integration.delivery.polling import activated_minutes_ago, ledger, logs
 from tests.support.processes import free_port, start_web, start_worker
@@ -79,7 +79,7 @@ async def test_three_webhook_deliveries_and_a_reconciler_give_one_dm(
         # A poll's re-enqueue carries no deterministic job key, so it is not coalesced with
         # the finished job: the worker runs the delivery again.
         [row] = await logs(world)
-        job = await enqueue(world.resources.queue, "process_comment", dm_log_id=row.id)
+        job = await enqueue(world.resources.queue, JobName.PROCESS_COMMENT, dm_log_id=row.id)
         assert job is not None
         await job.refresh(until_complete=30)
         assert job.status is Status.COMPLETE, job

@@ -10,6 +10,7 @@ from app.db.models import AttemptClass, DmLog, LegState, MessageKind, TriggerKin
 from app.delivery.recovery import sweeps
 from app.delivery.recovery.inbox_check import verify_unconfirmed
 from app.delivery.send import claims
+from app.queue import JobName
 from tests.integration.delivery.conftest import LEMON_REEL, World
 from tests.integration.delivery.conversations import (
     ACCOUNT,
@@ -74,7 +75,7 @@ async def test_a_follow_up_is_scheduled_at_interaction_plus_delay_and_sent_once(
     due = math.ceil(tapped_at.timestamp() + 300)
     job = await world.resources.queue.job(f"deliver:{follow_up.id}:{due}")
     assert job is not None
-    assert job.function == "send_follow_up"
+    assert job.function == JobName.SEND_FOLLOW_UP
 
     assert await run_due(world) == [], "not before its time"
     # Edits after scheduling do not change the message.

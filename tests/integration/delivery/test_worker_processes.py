@@ -9,7 +9,7 @@ from pathlib import Path
 
 from app.db.models import LegState
 from app.delivery.send.scheduling import enqueue_delivery
-from app.queue import enqueue
+from app.queue import JobName, enqueue
 from tests.integration.delivery.conftest import World
 from tests.support.processes import start_worker, wait_until
 
@@ -49,7 +49,7 @@ async def test_a_worker_killed_during_a_hanging_send_does_not_send_again(
     second = start_worker(delivery_env, artifacts_dir, "restarted-worker")
     try:
         # Whatever re-enqueues it (a reconciler, a webhook redelivery), it is not sent again.
-        await enqueue(world.resources.queue, "process_comment", key="again", dm_log_id=row.id)
+        await enqueue(world.resources.queue, JobName.PROCESS_COMMENT, key="again", dm_log_id=row.id)
         await _wait_for_states(world, [row.id], {LegState.UNCONFIRMED, LegState.SENT}, 60)
     finally:
         second.stop()
@@ -71,7 +71,7 @@ async def test_two_workers_deliver_a_burst_exactly_once(
         for row in rows:
             # Each comment arrives twice, as a redelivered webhook and a reconciler would.
             await enqueue_delivery(queue, row.id)
-            await enqueue(queue, "process_comment", key=f"dup:{row.id}", dm_log_id=row.id)
+            await enqueue(queue, JobName.PROCESS_COMMENT, key=f"dup:{row.id}", dm_log_id=row.id)
         final = {LegState.SENT, LegState.SKIPPED_DEDUP}
         await _wait_for_states(world, [r.id for r in rows], final, 90)
     finally:

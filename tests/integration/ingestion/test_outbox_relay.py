@@ -12,12 +12,14 @@ from pathlib import Path
 import httpx
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
-from saq import Job, Queue
+from saq import Job
 from sqlalchemy import select, text
 
 from app.db.models import Comment, DmLog, WebhookEvent, WebhookStatus
 from app.delivery.intake.outbox import relay_outbox, run_ingest
 from app.delivery.intake.webhook_writer import WebhookIntake
+from app.jobs.registry import JOB_OPTIONS, JOBS
+from app.queue import JobName, open_queue
 from app.resources import Resources
 from tests.support.processes import free_port, start_web
 from tests.support.webhooks import (
@@ -29,7 +31,6 @@ from tests.support.webhooks import (
     signed_headers,
     store_event,
 )
-from worker.jobs import CRONS
 
 NOW = timedelta(0)
 
@@ -127,7 +128,8 @@ async def test_a_relayed_event_whose_first_job_also_runs_is_ingested_once(
 
 
 def test_the_relay_runs_as_a_worker_cron() -> None:
-    assert ("outbox_relay", "* * * * * */20") in CRONS
+    crons = {job.name: job.cron for job in JOBS}
+    assert crons[JobName.OUTBOX_RELAY] == "* * * * * */20"
 
 
 async def test_an_event_the_web_enqueued_is_marked_and_left_to_its_job(
@@ -202,7 +204,8 @@ async def test_a_failed_relay_enqueue_leaves_the_events_to_the_next_pass(
 ) -> None:
     async with resources.sessionmaker() as session, session.begin():
         event_id = await store_event(session, comments_body(comment_value("c-no-redis")))
-    dead = Queue.from_url(f"redis://127.0.0.1:{free_port()}/0", name=resources.queue.name)
+    dead_redis = f"redis://127.0.0.1:{free_port()}/0"
+    dead = open_queue(dataclasses.replace(resources.settings, redis_url=dead_redis), JOB_OPTIONS)
     with pytest.raises(RedisConnectionError):
         await relay_outbox(dataclasses.replace(resources, queue=dead), min_age=NOW)
     (event,) = await stored(resources)

@@ -1,13 +1,13 @@
-"""Job functions. Each is thin: open a session, call `app/`, commit.
+"""Job functions. Each is thin: open a session, call the service that does the work, commit.
 
-A function's name is its job name (SAQ registers and schedules crons by `__qualname__`), and
-every name in `app.queue.JOB_SPECS` must be here: the worker refuses to start otherwise.
+A function's name is its job name (SAQ registers functions and schedules crons by
+`__qualname__`); `app.jobs.registry` pairs each with its `JobName` and options, and the
+worker refuses to start if a pair disagrees.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from app.accounts import subscriptions
@@ -17,16 +17,14 @@ from app.delivery.intake import outbox
 from app.delivery.recovery import inbox_check, next_post, reconcile, sweeps
 from app.delivery.send.claims import autocommit
 from app.delivery.send.dispatch import deliver
+from app.jobs.context import runtime_of
 from app.maintenance import retention
-from worker.context import state_of
 
 logger = logging.getLogger("oncereply.worker")
 
-JobFunction = Callable[..., Awaitable[Any]]
-
 
 async def purge_expired(ctx: dict[str, Any]) -> dict[str, int]:
-    resources = state_of(ctx).resources
+    resources = runtime_of(ctx).resources
     async with resources.sessionmaker() as session, session.begin():
         purged = await retention.purge_expired(session)
     if purged.idempotency_keys or purged.webhook_events:
@@ -39,17 +37,17 @@ async def purge_expired(ctx: dict[str, Any]) -> dict[str, int]:
 
 
 async def ingest_event(ctx: dict[str, Any], *, event_ids: list[int]) -> dict[str, Any]:
-    return await outbox.run_ingest(state_of(ctx).resources, event_ids)
+    return await outbox.run_ingest(runtime_of(ctx).resources, event_ids)
 
 
 async def outbox_relay(ctx: dict[str, Any]) -> dict[str, int]:
-    return {"enqueued": await outbox.relay_outbox(state_of(ctx).resources)}
+    return {"enqueued": await outbox.relay_outbox(runtime_of(ctx).resources)}
 
 
 async def _deliver(ctx: dict[str, Any], dm_log_id: int, kind: TriggerKind) -> dict[str, object]:
-    state = state_of(ctx)
+    runtime = runtime_of(ctx)
     report = await deliver(
-        state.resources, worker_id=state.worker_id, dm_log_id=dm_log_id, kind=kind
+        runtime.resources, worker_id=runtime.worker_id, dm_log_id=dm_log_id, kind=kind
     )
     return report.as_dict()
 
@@ -71,12 +69,12 @@ async def send_follow_up(ctx: dict[str, Any], *, dm_log_id: int) -> dict[str, ob
 
 
 async def verify_unconfirmed(ctx: dict[str, Any], *, dm_log_id: int) -> dict[str, str]:
-    result = await inbox_check.verify_unconfirmed(state_of(ctx).resources, dm_log_id)
+    result = await inbox_check.verify_unconfirmed(runtime_of(ctx).resources, dm_log_id)
     return {"status": result.status, "detail": result.detail}
 
 
 async def sweep_stale_claims(ctx: dict[str, Any]) -> dict[str, int]:
-    resources = state_of(ctx).resources
+    resources = runtime_of(ctx).resources
     older = sweeps.stale_after_s(resources.settings.send_timeout_s)
     async with autocommit(resources.engine) as conn:
         swept = await sweeps.sweep_stale_claims(conn, resources.queue, older_than_s=older)
@@ -84,7 +82,7 @@ async def sweep_stale_claims(ctx: dict[str, Any]) -> dict[str, int]:
 
 
 async def relay_due_work(ctx: dict[str, Any]) -> dict[str, int]:
-    resources = state_of(ctx).resources
+    resources = runtime_of(ctx).resources
     async with autocommit(resources.engine) as conn:
         relayed = await sweeps.relay_due_work(conn, resources.queue)
     return {
@@ -95,23 +93,23 @@ async def relay_due_work(ctx: dict[str, Any]) -> dict[str, int]:
 
 
 async def refresh_tokens(ctx: dict[str, Any]) -> dict[str, int]:
-    resources = state_of(ctx).resources
+    resources = runtime_of(ctx).resources
     async with resources.sessionmaker() as session:
         return await refresh_expiring_tokens(session, resources.cipher, resources.graph)
 
 
 async def reconcile_comments(ctx: dict[str, Any]) -> dict[str, int]:
     """Cron tick: enqueue a sweep for each account due one (RECONCILE_INTERVAL_S)."""
-    return {"enqueued": await reconcile.enqueue_due_sweeps(state_of(ctx).resources)}
+    return {"enqueued": await reconcile.enqueue_due_sweeps(runtime_of(ctx).resources)}
 
 
 async def reconcile_account(ctx: dict[str, Any], *, account_id: int) -> dict[str, Any]:
-    report = await reconcile.reconcile_account(state_of(ctx).resources, account_id)
+    report = await reconcile.reconcile_account(runtime_of(ctx).resources, account_id)
     return report.as_dict()
 
 
 async def bind_next_posts(ctx: dict[str, Any], *, account_id: int | None = None) -> dict[str, Any]:
-    report = await next_post.bind_next_posts(state_of(ctx).resources, account_id=account_id)
+    report = await next_post.bind_next_posts(runtime_of(ctx).resources, account_id=account_id)
     return report.as_dict()
 
 
@@ -119,40 +117,6 @@ async def check_webhook_subscriptions(
     ctx: dict[str, Any], *, account_id: int | None = None, force: bool = False
 ) -> dict[str, Any]:
     report = await subscriptions.check_subscriptions(
-        state_of(ctx).resources, account_id=account_id, force=force
+        runtime_of(ctx).resources, account_id=account_id, force=force
     )
     return report.as_dict()
-
-
-FUNCTIONS: list[JobFunction] = [
-    purge_expired,
-    ingest_event,
-    outbox_relay,
-    process_comment,
-    process_postback,
-    process_message,
-    send_follow_up,
-    verify_unconfirmed,
-    sweep_stale_claims,
-    relay_due_work,
-    refresh_tokens,
-    reconcile_comments,
-    reconcile_account,
-    bind_next_posts,
-    check_webhook_subscriptions,
-]
-
-# (job name, croniter expression; a sixth field, when present, is seconds)
-CRONS: list[tuple[str, str]] = [
-    ("purge_expired", "17 * * * *"),
-    ("outbox_relay", "* * * * * */20"),
-    ("sweep_stale_claims", "* * * * * */15"),
-    ("relay_due_work", "* * * * * */30"),
-    ("refresh_tokens", "5 5 * * *"),
-    # Every 15 s: cheap when nothing is due; each account is swept every RECONCILE_INTERVAL_S,
-    # and a fresh worker sweeps never-swept accounts within 15 s of starting.
-    ("reconcile_comments", "* * * * * */15"),
-    ("bind_next_posts", "* * * * * 30"),
-    # Hourly: accounts whose subscription is over a day old, missing or failed last time.
-    ("check_webhook_subscriptions", "41 * * * *"),
-]

@@ -1,0 +1,29 @@
+"""The job queue: job names, their run options, and the one way to enqueue.
+
+Low in the layering: services enqueue work by `JobName` through `enqueue`/`enqueue_many` on
+the queue their process opened, and never import the job registry (`app.jobs.registry`),
+which sits at the top and hands its options to each process's queue when it is opened.
+`saq_adapter` is the only module that touches SAQ's internals.
+"""
+
+from app.queue.enqueue import (
+    JobQueue,
+    QueueNotConfiguredError,
+    UnknownJobError,
+    enqueue,
+    enqueue_many,
+    open_queue,
+)
+from app.queue.names import JobName
+from app.queue.options import JobOptions
+
+__all__ = [
+    "JobName",
+    "JobOptions",
+    "JobQueue",
+    "QueueNotConfiguredError",
+    "UnknownJobError",
+    "enqueue",
+    "enqueue_many",
+    "open_queue",
+]

@@ -1,0 +1,31 @@
+"""How one job runs: its timeout and its attempt budget, stamped on the job when enqueued.
+
+SAQ's defaults (10 s, no retry) fit none of our jobs, so every job declares its options in
+`app.jobs.registry`, and a queue is opened with them (`app.queue.enqueue.open_queue`).
+
+A job that calls Meta gets a timeout that grows with SEND_TIMEOUT_S, the bound of each call
+(`JobOptions.timeout_for`): SAQ cancels a job past its timeout, and its sweep aborts one it
+finds running past it, and either in the middle of a send would leave a claim for the
+stale-claim sweep to call UNCONFIRMED although the send would have finished.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class JobOptions:
+    # Seconds; for a job that calls Meta, what it needs besides those calls.
+    timeout: int
+    retries: int = 1  # SAQ counts attempts: 1 means run once, never retried by SAQ.
+    retry_delay: float = 0.0
+    retry_backoff: bool | float = False
+    heartbeat: int = 0
+    ttl: int = 600
+    # The most calls to Meta one run makes, each allowed up to the send timeout.
+    meta_calls: int = 0
+
+    def timeout_for(self, send_timeout_s: float) -> int:
+        return self.timeout + math.ceil(self.meta_calls * send_timeout_s)

@@ -1,0 +1,106 @@
+"""Everything we use of SAQ beyond its documented API, in one place.
+
+Three needs reach into SAQ's internals:
+
+- `enqueue_pipelined`: many jobs through one Redis pipeline. It runs SAQ's own enqueue script
+  (`RedisQueue._enqueue_script`, registered by SAQ's first ordinary enqueue on the queue) with
+  the keys and arguments SAQ's `_enqueue` passes it (`_incomplete`, the job id, `_queued`, the
+  abort id; the payload serialized by `_dump`, the scheduled time), after the queue's
+  before-enqueue callbacks (`_before_enqueue`).
+- `running_job_tasks` and `stop_event`: the worker's table of running jobs
+  (`Worker.job_task_contexts`, each with its `task`) and the event SAQ sets when the worker
+  starts stopping (`Worker.event`), for a worker that drains only jobs actually running.
+- `queued_job_keys` and `pending_job_keys`: what is waiting, running or scheduled, read from
+  the queue's Redis lists (`_queued`, `_incomplete`), with crons told apart by the key SAQ's
+  scheduler gives them (`cron:<function>`). Tests use these; nothing else reads SAQ's keys.
+
+tests/integration/test_saq_adapter.py pins each of these against the installed SAQ on a
+real Redis, so an upgrade that changes one fails there, naming what changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from saq import Job, Queue, Status, Worker
+from saq.job import ABORT_ID_PREFIX
+from saq.queue.redis import RedisQueue
+from saq.utils import now as saq_now
+
+# The key SAQ's scheduler gives a unique cron job: `cron:<function>`.
+CRON_KEY_PREFIX = "cron:"
+_PIPELINE_CHUNK = 500
+
+
+async def enqueue_pipelined(
+    queue: RedisQueue, prototype: Job, jobs: Sequence[tuple[str, Mapping[str, Any]]]
+) -> int:
+    """Enqueue one copy of `prototype` per `(key, kwargs)`; returns how many were new.
+
+    `prototype` is the first job (its key and kwargs are `jobs[0]`'s). The queue's
+    before-enqueue callbacks run once, on it; every payload is its serialized form with the
+    key, arguments and enqueue time of its own job.
+    """
+    added, start = 0, 0
+    if getattr(queue, "_enqueue_script", None) is None:
+        # The ordinary way once: it also registers SAQ's enqueue script, which the pipeline
+        # reuses, and sets what SAQ sets on an enqueued job.
+        added, start = (0 if await queue.enqueue(prototype) is None else 1), 1
+    else:
+        prototype.queue, prototype.status, prototype.queued = queue, Status.QUEUED, saq_now()
+        # What SAQ's enqueue runs before adding a job (the options stamp, among others).
+        await queue._before_enqueue(prototype)
+    script = getattr(queue, "_enqueue_script", None)
+    if script is None:
+        for key, kwargs in jobs[start:]:
+            job = dataclasses.replace(prototype, key=key, kwargs=dict(kwargs))
+            added += await queue.enqueue(job) is not None
+        return added
+    template = prototype.to_dict()
+    for offset in range(start, len(jobs), _PIPELINE_CHUNK):
+        async with queue.redis.pipeline(transaction=False) as pipe:
+            for key, kwargs in jobs[offset : offset + _PIPELINE_CHUNK]:
+                payload = {**template, "key": key, "kwargs": dict(kwargs), "queued": saq_now()}
+                job_id, abort_id = queue.job_id(key), ABORT_ID_PREFIX + key
+                await script(
+                    keys=[queue._incomplete, job_id, queue._queued, abort_id],
+                    args=[queue._dump(payload), 0],
+                    client=pipe,
+                )
+            added += sum(1 for result in await pipe.execute() if result)
+    return added
+
+
+def running_job_tasks(worker: Worker[Any]) -> list[asyncio.Task[Any]]:
+    """The tasks of the jobs this worker is running now, not its idle loops."""
+    return [c["task"] for c in worker.job_task_contexts.values() if not c["task"].done()]
+
+
+def stop_event(worker: Worker[Any]) -> asyncio.Event:
+    """Set when the worker starts stopping (SIGTERM, SIGINT or `stop()`): it takes no new job."""
+    event: asyncio.Event = worker.event
+    return event
+
+
+async def queued_job_keys(queue: Queue) -> list[str]:
+    """Keys of the jobs waiting to be taken now, oldest first (not running, not scheduled)."""
+    redis_queue = _redis_queue(queue)
+    ids = await redis_queue.redis.lrange(redis_queue._queued, 0, -1)  # type: ignore[misc]
+    return [redis_queue.job_key_from_id(job_id.decode()) for job_id in ids]
+
+
+async def pending_job_keys(queue: Queue, *, crons: bool = False) -> list[str]:
+    """Keys of the jobs queued, running or scheduled for later, crons only if `crons`."""
+    redis_queue = _redis_queue(queue)
+    ids = await redis_queue.redis.zrange(redis_queue._incomplete, 0, -1)
+    keys = [redis_queue.job_key_from_id(job_id.decode()) for job_id in ids]
+    return [key for key in keys if crons or not key.startswith(CRON_KEY_PREFIX)]
+
+
+def _redis_queue(queue: Queue) -> RedisQueue:
+    if not isinstance(queue, RedisQueue):
+        raise TypeError(f"queue {queue.name!r} is not a SAQ Redis queue")
+    return queue
