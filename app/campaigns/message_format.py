@@ -5,7 +5,8 @@ With link buttons the message goes out as a button template (text ≤ 640 charac
 buttons, titles ≤ 20 characters); without them as plain text (≤ 1000 bytes of UTF-8). The
 plain-text fallback, used only when Meta rejects the template itself, carries the links inline.
 `postback_message` is the one-button template of the two-step DMs (opening DM, follow prompt):
-its button sends a payload back instead of opening a link.
+its button sends a payload back instead of opening a link. The campaign editor checks against
+the same limits and `LinkButton` (`validation`), so what it accepts is what gets sent.
 
 Cuts never split a user-perceived character (an extended grapheme cluster): an emoji with its
 skin tone or ZWJ sequence, a flag, a letter with its combining accents, an Indic conjunct, a
