@@ -1,4 +1,4 @@
-"""`process_comment`: one `dm_logs` row through the delivery protocol (DESIGN §4).
+"""`process_comment`: one `dm_logs` row through the delivery protocol
 
 Order: load (row, campaign, account in one query) → checks (campaign active, account able to
 send, deadline) → public-reply leg → private-reply leg: hourly slot (Redis) → one claim
@@ -11,7 +11,7 @@ found waiting on a paused account at load does.
 
 The private reply is the campaign's link message, or — for a two-step campaign — its opening
 DM or follow prompt (`follow_gate.comment_reply`), whose button brings the person back as a
-tap (`dm_flow`). The steps shared with the DM flow live in `send_steps`.
+tap (`dm_flow`). The steps shared with the DM flow live in `steps`.
 
 The job itself is never retried by SAQ: a later attempt is a new job scheduled at the leg's
 `next_attempt_at` (see `scheduling`), and the due-work relay re-enqueues anything a lost job
@@ -30,12 +30,13 @@ from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.campaigns.message_format import render
+from app.db.engine import autocommit
 from app.db.models import Leg, LegState, PersonClaim, TriggerKind
 from app.delivery.content import compose, follow_gate
 from app.delivery.content.compose import Content
-from app.delivery.send import claims
+from app.delivery.send import claims, recording
 from app.delivery.send.budget import BudgetFull, HourlyBudget, Slot
-from app.delivery.send.claims import AccountUnable, Claim, Delivery, LegUpdate
+from app.delivery.send.legs import AccountUnable, Claim, Delivery, LegUpdate
 from app.delivery.send.outcomes import call_report
 from app.delivery.send.quota import usage_month
 from app.delivery.send.scheduling import enqueue_delivery
@@ -66,7 +67,7 @@ BUDGET_JITTER_S = 30.0
 
 async def process_comment(resources: Resources, *, worker_id: str, dm_log_id: int) -> Report:
     report = Report()
-    async with claims.autocommit(resources.engine) as conn:
+    async with autocommit(resources.engine) as conn:
         run = await open_run(
             conn, resources, report, worker_id=worker_id, dm_log_id=dm_log_id, kinds=_COMMENTS
         )
@@ -80,7 +81,7 @@ async def process_comment(resources: Resources, *, worker_id: str, dm_log_id: in
     if pub_due:
         account_stopped = await _public_leg(run)
         if pr_due and not account_stopped:
-            async with claims.autocommit(resources.engine) as conn:
+            async with autocommit(resources.engine) as conn:
                 held = await _claim_private(conn, run)
     if held is not None:
         verdict = await send_claimed(run, held.claim, held.content)
@@ -112,9 +113,9 @@ async def _public_leg(run: Run) -> bool:
     # Variety, not secrecy: any generator will do for picking a variant.
     chosen = random.choice(variants) if variants else ""  # noqa: S311
     reply = render(chosen, username=delivery.recipient_username, link=None) if chosen else ""
-    async with claims.autocommit(run.resources.engine) as conn:
+    async with autocommit(run.resources.engine) as conn:
         if not reply:
-            await claims.settle_pending(
+            await recording.settle_pending(
                 conn, delivery.id, LegState.FAILED, "the campaign has no public reply text",
                 private=False,
             )  # fmt: skip
@@ -154,8 +155,8 @@ async def _public_leg(run: Run) -> bool:
         # `run.next_due`; a pause is lifted by the relay, which then enqueues both legs.
         until = update.next_attempt_at or datetime.now(UTC) + REAUTH_WAIT
         reason = f"waiting: {verdict.reason}"
-        async with claims.autocommit(run.resources.engine) as conn:
-            await claims.postpone(conn, delivery.id, until, reason, public=False)
+        async with autocommit(run.resources.engine) as conn:
+            await recording.postpone(conn, delivery.id, until, reason, public=False)
         run.report.notes.append(reason)
     return True
 
@@ -184,7 +185,7 @@ async def _claim_private(conn: AsyncConnection, run: Run) -> _Held | None:
         reserved = await budget.reserve(delivery.account_id, tag=str(delivery.id))
     except (RedisError, OSError):
         reason = "waiting: the hourly budget (Redis) is unavailable"
-        await claims.postpone(conn, delivery.id, now + REDIS_WAIT, reason, public=False)
+        await recording.postpone(conn, delivery.id, now + REDIS_WAIT, reason, public=False)
         run.report.notes.append(reason)
         return None
     if isinstance(reserved, BudgetFull):
@@ -218,13 +219,13 @@ async def _budget_full(conn: AsyncConnection, run: Run, full: BudgetFull) -> Non
     free_at = run.now + timedelta(seconds=full.wait_s + jitter)
     if delivery.deadline_at is not None and free_at >= delivery.deadline_at:
         reason = "the hourly private-reply budget stays full until the 7-day window closes"
-        await claims.settle_pending(
+        await recording.settle_pending(
             conn, delivery.id, LegState.SKIPPED_WINDOW_EXPIRED, reason, public=False
         )
         run.report.private = LegState.SKIPPED_WINDOW_EXPIRED.value
         return
     reason = "waiting for a slot in the account's hourly private-reply budget"
-    await claims.postpone(conn, delivery.id, free_at, reason, public=False)
+    await recording.postpone(conn, delivery.id, free_at, reason, public=False)
     run.report.private = "waiting for budget"
     run.next_due.append(free_at)
 

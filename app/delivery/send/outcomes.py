@@ -22,7 +22,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from app.db.models import AttemptClass, LegState
-from app.delivery.send.claims import CallReport, LegUpdate
+from app.delivery.send.legs import CallReport, LegUpdate
 from app.instagram.classify import Verdict
 
 # As OpenReply: 3 attempts, retried after 5 and then 15 minutes (its third, 45-minute delay

@@ -7,19 +7,19 @@ from datetime import timedelta
 
 import pytest
 
+from app.db.engine import autocommit
 from app.db.models import LegState
 from app.delivery.send import claims
 from app.delivery.send.budget import HourlyBudget
 from app.delivery.send.comment_flow import process_comment
+from app.delivery.send.legs import AccountUnable, Claim
 from app.delivery.send.quota import usage, usage_month
 from tests.integration.delivery.conftest import World
 from tests.integration.delivery.polling import account
 
 
-async def _claim(
-    world: World, dm_log_id: int, worker: str
-) -> claims.Claim | claims.AccountUnable | None:
-    async with claims.autocommit(world.resources.engine) as conn:
+async def _claim(world: World, dm_log_id: int, worker: str) -> Claim | AccountUnable | None:
+    async with autocommit(world.resources.engine) as conn:
         return await claims.claim_private_reply(
             conn,
             dm_log_id=dm_log_id,
@@ -40,7 +40,7 @@ async def test_sixteen_concurrent_claims_on_one_leg_one_wins(world: World) -> No
     assert log.pr_state is LegState.IN_FLIGHT
     assert log.pr_attempts == 1
     assert len(await world.attempts(row.id)) == 1
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         assert (await usage(conn, world.workspace_id)).reserved == 1
 
 
@@ -67,7 +67,7 @@ async def test_the_attempt_budget_holds_across_separate_jobs(world: World) -> No
     assert late.private is None
     assert world.stats(row.trigger_id)["send_requests"] == 3
     assert len(await world.attempts(row.id)) == 3
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         assert (await usage(conn, world.workspace_id)).reserved == 0  # given back each time
 
 
@@ -130,10 +130,10 @@ async def test_no_leg_is_claimed_while_the_account_cannot_send(
         wait=paused_for,
     )
     refused = await _claim(world, row.id, "w")
-    assert isinstance(refused, claims.AccountUnable)
+    assert isinstance(refused, AccountUnable)
     assert refused.status == status
     assert (refused.paused_until is None) is (paused_for is None)
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         public = await claims.claim_public_reply(
             conn, dm_log_id=row.id, worker_id="w", reply_text="hi"
         )
@@ -148,7 +148,7 @@ async def test_no_leg_is_claimed_while_the_account_cannot_send(
         "UPDATE instagram_accounts SET status = 'paused', paused_until = now() - interval '1 s'"
     )
     claim = await _claim(world, row.id, "w")
-    assert isinstance(claim, claims.Claim)
+    assert isinstance(claim, Claim)
     assert claim.won
 
 

@@ -6,6 +6,7 @@ import asyncio
 
 from sqlalchemy import text
 
+from app.db.engine import autocommit
 from app.db.models import AttemptClass, LegState
 from app.delivery.send.comment_flow import process_comment
 from tests.integration.delivery.conftest import World
@@ -42,7 +43,7 @@ async def test_stale_claims_become_unconfirmed_and_get_an_inbox_check(world: Wor
     from app.delivery.send.quota import usage_month
 
     row = await world.comment("lucia.mendez")
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         claim = await claims.claim_private_reply(
             conn,
             dm_log_id=row.id,
@@ -79,7 +80,6 @@ async def test_stale_claims_become_unconfirmed_and_get_an_inbox_check(world: Wor
 
 async def test_repeated_enqueues_and_the_relay_send_once(world: World) -> None:
     from app.delivery.recovery import sweeps
-    from app.delivery.send import claims
     from app.delivery.send.scheduling import enqueue_delivery
 
     row = await world.comment("yamada.hanako")
@@ -87,7 +87,7 @@ async def test_repeated_enqueues_and_the_relay_send_once(world: World) -> None:
     assert await enqueue_delivery(queue, row.id)
     assert await enqueue_delivery(queue, row.id)  # coalesced with the waiting job
     assert await queue.count("queued") == 1
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         relayed = await sweeps.relay_due_work(conn, queue, grace_s=0)
     assert relayed.enqueued == 1
     assert await queue.count("queued") == 1, "the relay's key matches the waiting job"

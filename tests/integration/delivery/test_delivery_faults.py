@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from app.db.engine import autocommit
 from app.db.models import AccountStatus, AttemptClass, InstagramAccount, LegState, OperationalEvent
 from app.delivery.recovery import sweeps
 from app.delivery.recovery.inbox_check import verify_unconfirmed
 from app.delivery.recovery.manual_retry import RetryStatus
-from app.delivery.send import claims
 from app.delivery.send.comment_flow import process_comment
 from tests.integration.delivery.conftest import SEND_TIMEOUT_S, World
 
@@ -45,7 +45,7 @@ async def test_ambiguous_outcomes_are_unconfirmed_and_never_resent(
 
     # Nothing that runs later sends again: the same job, the relay, the stale sweep.
     await process_comment(world.resources, worker_id="w2", dm_log_id=row.id)
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         await sweeps.relay_due_work(conn, world.resources.queue, grace_s=0)
         await sweeps.sweep_stale_claims(conn, None, older_than_s=0)
     await process_comment(world.resources, worker_id="w3", dm_log_id=row.id)
@@ -193,7 +193,7 @@ async def test_368_pauses_the_account_and_the_work_waits(world: World) -> None:
     # When the pause is over the relay resumes the account and the work goes out.
     await world.execute("UPDATE instagram_accounts SET paused_until = now() - interval '1 second'")
     await world.execute("UPDATE dm_logs SET pr_next_attempt_at = now() - interval '2 minutes'")
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         relayed = await sweeps.relay_due_work(conn, world.resources.queue, grace_s=0)
     assert relayed.resumed_accounts == 1
     assert relayed.enqueued == 2
@@ -271,7 +271,7 @@ async def test_190_that_cannot_be_refreshed_marks_needs_reauth_and_waits(world: 
     assert log.pr_attempts == 0
     # The relay leaves the work of an account that needs reconnecting alone.
     await world.execute("UPDATE dm_logs SET pr_next_attempt_at = now() - interval '2 minutes'")
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         assert (await sweeps.relay_due_work(conn, world.resources.queue, grace_s=0)).enqueued == 0
 
 

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from app.db.engine import autocommit
 from app.db.models import LegState
-from app.delivery.send import claims, quota
+from app.delivery.send import quota
 from app.delivery.send.budget import BudgetFull, HourlyBudget, Slot
 from app.delivery.send.comment_flow import process_comment
 from tests.integration.delivery.conftest import World
@@ -64,10 +65,10 @@ async def test_a_full_budget_reschedules_and_a_closing_window_skips(world: World
 async def test_quota_is_taken_by_exactly_as_many_as_it_allows(world: World) -> None:
     await world.execute("UPDATE workspaces SET monthly_dm_quota = 3")
     limited = world
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
 
         async def one() -> bool:
-            async with claims.autocommit(world.resources.engine) as own:
+            async with autocommit(world.resources.engine) as own:
                 return await quota.reserve(own, limited.workspace_id)
 
         results = await asyncio.gather(*(one() for _ in range(12)))
@@ -78,7 +79,7 @@ async def test_quota_is_taken_by_exactly_as_many_as_it_allows(world: World) -> N
 
 
 async def _reserved(world: World) -> int:
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         return (await quota.usage(conn, world.workspace_id)).reserved
 
 
