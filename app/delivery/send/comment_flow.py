@@ -1,9 +1,10 @@
-"""`process_comment`: one `dm_logs` row through the delivery protocol
+"""The comment flow: a comment's public reply and private reply through the delivery protocol.
 
 Order: load (row, campaign, account in one query) → checks (campaign active, account able to
 send, deadline) → public-reply leg → private-reply leg: hourly slot (Redis) → one claim
 statement (person, quota, leg, attempt row) → send → classify → one record statement → give
 back the slot on a definite answer. Only the worker whose claim returned IN_FLIGHT calls Meta.
+The load and checks are `dispatch`'s (`steps.open_run`); `CommentFlow` does the rest.
 
 An answer to the public reply that stops the whole account (368 pause, 190 token) also stops
 the private reply of the same job: it stays PENDING until the account can send again, as work
@@ -31,7 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.campaigns.message_format import render
 from app.db.engine import autocommit
-from app.db.models import Leg, LegState, PersonClaim, TriggerKind
+from app.db.models import Leg, LegState, PersonClaim
 from app.delivery.content import compose, follow_gate
 from app.delivery.content.compose import Content
 from app.delivery.send import claims, recording
@@ -39,57 +40,54 @@ from app.delivery.send.budget import BudgetFull, HourlyBudget, Slot
 from app.delivery.send.legs import AccountUnable, Claim, Delivery, LegUpdate
 from app.delivery.send.outcomes import call_report
 from app.delivery.send.quota import usage_month
-from app.delivery.send.scheduling import enqueue_delivery
 from app.delivery.send.steps import (
     REAUTH_WAIT,
     REDIS_WAIT,
-    Report,
     Run,
     elapsed_ms,
     failure,
     hold_for_account,
-    open_run,
     record,
     send_claimed,
 )
 from app.instagram.classify import Verdict, classify_error
 from app.instagram.graph import GraphError
-from app.resources import Resources
-
-__all__ = ["Report", "comment_content", "process_comment"]
 
 logger = logging.getLogger("oncereply.delivery")
 
-_COMMENTS = frozenset({TriggerKind.COMMENT})
 # Spread the wake-ups of work waiting for the same freed budget slot.
 BUDGET_JITTER_S = 30.0
 
 
-async def process_comment(resources: Resources, *, worker_id: str, dm_log_id: int) -> Report:
-    report = Report()
-    async with autocommit(resources.engine) as conn:
-        run = await open_run(
-            conn, resources, report, worker_id=worker_id, dm_log_id=dm_log_id, kinds=_COMMENTS
-        )
-        if run is None:
-            return report
-        pr_due, pub_due = run.pr_due, run.pub_due
-        held: _Held | None = None
-        if pr_due and not pub_due:
-            # The common case: claim on the connection that loaded the row.
-            held = await _claim_private(conn, run)
-    if pub_due:
-        account_stopped = await _public_leg(run)
-        if pr_due and not account_stopped:
-            async with autocommit(resources.engine) as conn:
-                held = await _claim_private(conn, run)
-    if held is not None:
-        verdict = await send_claimed(run, held.claim, held.content)
-        if verdict is not None and verdict.definite:
-            await _release_slot(_budget(run), held.slot)
-    if run.next_due:
-        await enqueue_delivery(resources.queue, dm_log_id, min(run.next_due))
-    return report
+class CommentFlow:
+    """One comment row's legs, from a checked `Run` on (`dispatch` made it)."""
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+        self._held: _Held | None = None
+
+    async def start(self, conn: AsyncConnection) -> bool:
+        """On the connection that loaded the row: claim the private reply when it is the only
+        leg due (the common case, so it costs no second connection)."""
+        run = self._run
+        if run.pr_due and not run.pub_due:
+            self._held = await _claim_private(conn, run)
+        return True
+
+    async def finish(self) -> None:
+        """The public reply if it is due, the private reply's claim if not made yet, and the
+        send under a won claim."""
+        run = self._run
+        if run.pub_due:
+            account_stopped = await _public_leg(run)
+            if run.pr_due and not account_stopped:
+                async with autocommit(run.resources.engine) as conn:
+                    self._held = await _claim_private(conn, run)
+        held = self._held
+        if held is not None:
+            verdict = await send_claimed(run, held.claim, held.content)
+            if verdict is not None and verdict.definite:
+                await _release_slot(_budget(run), held.slot)
 
 
 def comment_content(delivery: Delivery) -> Content:

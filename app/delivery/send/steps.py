@@ -69,8 +69,6 @@ class Report:
     private: str | None = None
     public: str | None = None
     notes: list[str] = field(default_factory=list)
-    # The row belongs to the other flow (a comment given to the DM flow, or the reverse).
-    wrong_flow: bool = False
 
     def as_dict(self) -> dict[str, object]:
         return {"private": self.private, "public": self.public, "notes": self.notes}
@@ -100,18 +98,12 @@ async def open_run(
     *,
     worker_id: str,
     dm_log_id: int,
-    kinds: frozenset[TriggerKind],
 ) -> Run | None:
-    """The row to deliver, with which legs are due, or None (noted in `report`): missing, of
-    a kind the other flow handles (`report.wrong_flow`), nothing due, or not to be sent now
-    (`may_send` settled or postponed it)."""
+    """The row to deliver, with which legs are due, or None (noted in `report`): missing,
+    nothing due, or not to be sent now (`may_send` settled or postponed it)."""
     delivery = await load_delivery(conn, dm_log_id)
     if delivery is None:
         report.notes.append("no such log row")
-        return None
-    if delivery.trigger_kind not in kinds:
-        report.notes.append(f"not for this flow ({delivery.trigger_kind})")
-        report.wrong_flow = True
         return None
     now = datetime.now(UTC)
     run = Run(resources, worker_id, delivery, now, report)

@@ -11,7 +11,7 @@ from app.db.engine import autocommit
 from app.db.models import LegState
 from app.delivery.send import claims
 from app.delivery.send.budget import HourlyBudget
-from app.delivery.send.comment_flow import process_comment
+from app.delivery.send.dispatch import deliver
 from app.delivery.send.legs import AccountUnable, Claim
 from app.delivery.send.quota import usage, usage_month
 from tests.integration.delivery.conftest import World
@@ -48,14 +48,14 @@ async def test_the_attempt_budget_holds_across_separate_jobs(world: World) -> No
     row = await world.comment()
     world.admin.add_fault("messages", "reject", code=4)
     for attempt in (1, 2, 3):
-        report = await process_comment(world.resources, worker_id=f"job{attempt}", dm_log_id=row.id)
+        report = await deliver(world.resources, worker_id=f"job{attempt}", dm_log_id=row.id)
         log = await world.log(row.id)
         assert log.pr_attempts == attempt
         if attempt < 3:
             assert report.private == "PENDING"
             assert log.pr_next_attempt_at is not None
             # A job arriving before the retry time (a duplicate, the relay) does nothing.
-            early = await process_comment(world.resources, worker_id="early", dm_log_id=row.id)
+            early = await deliver(world.resources, worker_id="early", dm_log_id=row.id)
             assert early.private is None
             assert "nothing due" in early.notes
             await world.execute(
@@ -63,7 +63,7 @@ async def test_the_attempt_budget_holds_across_separate_jobs(world: World) -> No
                 id=row.id,
             )
     assert (await world.log(row.id)).pr_state is LegState.FAILED
-    late = await process_comment(world.resources, worker_id="job4", dm_log_id=row.id)
+    late = await deliver(world.resources, worker_id="job4", dm_log_id=row.id)
     assert late.private is None
     assert world.stats(row.trigger_id)["send_requests"] == 3
     assert len(await world.attempts(row.id)) == 3
@@ -75,8 +75,8 @@ async def test_two_comments_of_one_person_at_once_get_one_dm(world: World) -> No
     first = await world.comment("marco_rossi", "RECIPE")
     second = await world.comment("marco_rossi", "recipe pls")
     reports = await asyncio.gather(
-        process_comment(world.resources, worker_id="a", dm_log_id=first.id),
-        process_comment(world.resources, worker_id="b", dm_log_id=second.id),
+        deliver(world.resources, worker_id="a", dm_log_id=first.id),
+        deliver(world.resources, worker_id="b", dm_log_id=second.id),
     )
     assert sorted(str(r.private) for r in reports) == ["SENT", "SKIPPED_DEDUP"]
     assert len(world.inbox("marco_rossi")) == 1
@@ -85,20 +85,16 @@ async def test_two_comments_of_one_person_at_once_get_one_dm(world: World) -> No
 async def test_a_definite_failure_frees_the_person_for_a_later_comment(world: World) -> None:
     first = await world.comment("olga.petrova")
     world.admin.add_fault("messages", "reject", code=551, times=1)
-    assert (await process_comment(world.resources, worker_id="a", dm_log_id=first.id)).private == (
-        "FAILED"
-    )
+    assert (await deliver(world.resources, worker_id="a", dm_log_id=first.id)).private == ("FAILED")
     second = await world.comment("olga.petrova", "RECIPE again")
-    assert (await process_comment(world.resources, worker_id="a", dm_log_id=second.id)).private == (
-        "SENT"
-    )
+    assert (await deliver(world.resources, worker_id="a", dm_log_id=second.id)).private == ("SENT")
 
 
 async def test_once_per_person_off_lets_every_comment_through(world: World) -> None:
     campaign = await world.campaign(name="Every time", once_per_person=False)
     rows = [await world.comment("zoe.lefevre", campaign_id=campaign) for _ in range(2)]
     for row in rows:
-        report = await process_comment(world.resources, worker_id="a", dm_log_id=row.id)
+        report = await deliver(world.resources, worker_id="a", dm_log_id=row.id)
         assert report.private == "SENT"
     assert len(world.inbox("zoe.lefevre")) == 2
 
@@ -160,7 +156,7 @@ async def test_a_pause_after_the_load_stops_the_claim_and_the_work_waits(world: 
     # While this job's public reply is on its way, another job meets a 368 and pauses the
     # account: this job loaded an active account, its private-reply claim must see the pause.
     world.admin.add_fault("replies", "latency", seconds=1.0, times=1)
-    job = asyncio.create_task(process_comment(world.resources, worker_id="w", dm_log_id=row.id))
+    job = asyncio.create_task(deliver(world.resources, worker_id="w", dm_log_id=row.id))
     await asyncio.sleep(0.5)
     await world.execute(
         "UPDATE instagram_accounts SET status = 'paused', paused_until = now() + interval '6 h'"

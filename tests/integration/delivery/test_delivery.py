@@ -8,13 +8,13 @@ from sqlalchemy import text
 
 from app.db.engine import autocommit
 from app.db.models import AttemptClass, LegState
-from app.delivery.send.comment_flow import process_comment
+from app.delivery.send.dispatch import deliver
 from tests.integration.delivery.conftest import World
 
 
 async def test_a_comment_gets_exactly_one_private_reply(world: World) -> None:
     row = await world.comment("jane.doe")
-    report = await process_comment(world.resources, worker_id="w1", dm_log_id=row.id)
+    report = await deliver(world.resources, worker_id="w1", dm_log_id=row.id)
     assert report.private == "SENT", report
     log = await world.log(row.id)
     assert log.pr_state is LegState.SENT
@@ -29,7 +29,7 @@ async def test_a_comment_gets_exactly_one_private_reply(world: World) -> None:
     assert attempts[0].http_status == 200
 
     again = await asyncio.gather(
-        *(process_comment(world.resources, worker_id=f"w{i}", dm_log_id=row.id) for i in range(5))
+        *(deliver(world.resources, worker_id=f"w{i}", dm_log_id=row.id) for i in range(5))
     )
     assert all(r.private is None for r in again)
     assert world.stats(row.trigger_id)["send_requests"] == 1
@@ -74,7 +74,7 @@ async def test_stale_claims_become_unconfirmed_and_get_an_inbox_check(world: Wor
     assert log.pr_evidence is not None
     assert log.pr_evidence["inbox_check"]["result"] == "not_found"
     assert "checked_at" in log.pr_evidence["inbox_check"]
-    assert (await process_comment(world.resources, worker_id="w", dm_log_id=row.id)).private is None
+    assert (await deliver(world.resources, worker_id="w", dm_log_id=row.id)).private is None
     assert world.stats(row.trigger_id)["send_requests"] == 0
 
 
@@ -92,5 +92,5 @@ async def test_repeated_enqueues_and_the_relay_send_once(world: World) -> None:
     assert relayed.enqueued == 1
     assert await queue.count("queued") == 1, "the relay's key matches the waiting job"
     for _ in range(3):
-        await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+        await deliver(world.resources, worker_id="w", dm_log_id=row.id)
     assert len(world.inbox("yamada.hanako")) == 1

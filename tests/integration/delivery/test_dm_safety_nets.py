@@ -112,7 +112,8 @@ async def test_a_dm_whose_window_closed_cannot_be_retried(world: World) -> None:
 
 
 async def test_any_delivery_job_runs_any_row(world: World) -> None:
-    """The dashboard's retry enqueues `process_comment` whatever the row: it is handed over."""
+    """The dashboard's retry enqueues `process_comment` whatever the row: the row's kind picks
+    its flow."""
     hooks = Hooks(world)
     row_id = await _dm_row(world, hooks, "zoe.lefevre")
     report = await deliver(
