@@ -27,6 +27,7 @@ take over a claim whose holder is in such a dead state, so no fan is locked out 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import date
 from typing import Any
@@ -78,6 +79,7 @@ REVEALED_ELSEWHERE = f"""EXISTS (
 # --- load --------------------------------------------------------------------------------
 
 # Every column is named as the `Delivery` field it fills.
+_DELIVERY_FIELDS = tuple(field.name for field in dataclasses.fields(Delivery))
 _LOAD = text(
     f"""
 SELECT d.id, d.workspace_id, d.account_id, d.campaign_id, d.trigger_kind, d.trigger_id,
@@ -116,17 +118,18 @@ async def load_delivery(conn: AsyncConnection, dm_log_id: int) -> Delivery | Non
 
 
 def _delivery(columns: RowMapping) -> Delivery:
-    """`_LOAD`'s row as a `Delivery`: every column by its name, the enums made."""
-    fields = dict(columns)
-    pub_state, message_kind = columns["pub_state"], columns["message_kind"]
-    ciphertext = columns["token_ciphertext"]
+    """`_LOAD`'s row as a `Delivery`: each field from the column of its name, the enums made."""
+    # Keyed by the field names themselves: interned, they match the parameters at once.
+    fields = {name: columns[name] for name in _DELIVERY_FIELDS}
+    pub_state, message_kind = fields["pub_state"], fields["message_kind"]
+    ciphertext = fields["token_ciphertext"]
     fields |= {
-        "pr_state": LegState(columns["pr_state"]),
+        "pr_state": LegState(fields["pr_state"]),
         "pub_state": LegState(pub_state) if pub_state else None,
         "message_kind": MessageKind(message_kind) if message_kind else None,
         "token_ciphertext": bytes(ciphertext) if ciphertext is not None else None,
-        "buttons": list(columns["buttons"] or []),
-        "public_replies": list(columns["public_replies"] or []),
+        "buttons": list(fields["buttons"] or []),
+        "public_replies": list(fields["public_replies"] or []),
     }
     return Delivery(**fields)
 
