@@ -5,19 +5,22 @@ With link buttons the message goes out as a button template (text ≤ 640 charac
 buttons, titles ≤ 20 characters); without them as plain text (≤ 1000 bytes of UTF-8). The
 plain-text fallback, used only when Meta rejects the template itself, carries the links inline.
 `postback_message` is the one-button template of the two-step DMs (opening DM, follow prompt):
-its button sends a payload back instead of opening a link.
+its button sends a payload back instead of opening a link. The campaign editor checks against
+the same limits and `LinkButton` (`validation`), so what it accepts is what gets sent.
 
-Cuts never split a user-perceived character: an emoji with its skin tone or ZWJ sequence, a
-flag, a letter with its combining accents stay whole or go together.
+Cuts never split a user-perceived character (an extended grapheme cluster): an emoji with its
+skin tone or ZWJ sequence, a flag, a letter with its combining accents, an Indic conjunct, a
+Thai or Lao vowel sign stay whole or go together.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import regex
 
 TEXT_MAX_BYTES = 1000
 TEMPLATE_TEXT_MAX_CHARS = 640
@@ -144,60 +147,14 @@ def _tidy(text: str) -> str:
 
 # --- cutting on grapheme boundaries ------------------------------------------------------
 
-_ZWJ = "\u200d"
-
-
-def _extends(char: str) -> bool:
-    """Characters that attach to the one before them (UAX #29 Extend/SpacingMark, roughly)."""
-    code = ord(char)
-    return (
-        unicodedata.category(char) in ("Mn", "Me", "Mc")
-        or 0xFE00 <= code <= 0xFE0F  # variation selectors
-        or 0x1F3FB <= code <= 0x1F3FF  # emoji skin tones
-        or 0xE0020 <= code <= 0xE007F  # tag characters (subdivision flags)
-        or 0xE0100 <= code <= 0xE01EF
-        or char == _ZWJ
-    )
-
-
-def _regional(char: str) -> bool:
-    return 0x1F1E6 <= ord(char) <= 0x1F1FF
-
-
-def _hangul_joins(before: str, after: str) -> bool:
-    b, a = ord(before), ord(after)
-    lead = 0x1100 <= b <= 0x115F
-    vowel_or_syllable = 0x1160 <= a <= 0x11A7 or 0xAC00 <= a <= 0xD7A3
-    after_vowel = 0x1160 <= b <= 0x11A7 or 0xAC00 <= b <= 0xD7A3
-    trail = 0x11A8 <= a <= 0x11FF
-    return (lead and (vowel_or_syllable or 0x1100 <= a <= 0x115F)) or (after_vowel and trail)
+# An extended grapheme cluster (Unicode's UAX #29, as the `regex` package implements it).
+_GRAPHEME = regex.compile(r"\X")
 
 
 def graphemes(text: str) -> Iterator[str]:
-    """Split text into user-perceived characters (an approximation of UAX #29 that covers
-    combining marks, emoji ZWJ sequences and modifiers, flags, CR LF and Hangul jamo)."""
-    cluster = ""
-    regional_run = 0
-    for char in text:
-        if not cluster:
-            cluster, regional_run = char, int(_regional(char))
-            continue
-        prev = cluster[-1]
-        joins = (
-            (prev == "\r" and char == "\n")
-            or _extends(char)
-            or prev == _ZWJ
-            or (_regional(char) and regional_run % 2 == 1)
-            or _hangul_joins(prev, char)
-        )
-        if joins:
-            cluster += char
-            regional_run = regional_run + 1 if _regional(char) else regional_run
-        else:
-            yield cluster
-            cluster, regional_run = char, int(_regional(char))
-    if cluster:
-        yield cluster
+    """Split text into user-perceived characters (extended grapheme clusters)."""
+    for match in _GRAPHEME.finditer(text):
+        yield match.group()
 
 
 def cut_chars(text: str, limit: int) -> str:

@@ -1,6 +1,6 @@
 """Reading and checking the campaign editor's form against Meta's limits; pure functions.
 
-Limits (reference `instagram-platform.md` §2.5, OpenReply's API limits):
+Limits (Meta's, from `message_format`, which the sender cuts to as well; the rest are ours):
 - a text DM is at most 1000 **bytes** of UTF-8 (an emoji is 4 bytes, "é" 2);
 - with link buttons the DM goes out as a button template: its text at most 640 characters,
   1–3 buttons, each title at most 20 characters and an https URL;
@@ -34,14 +34,17 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from app.campaigns.matching import keyword_is_matchable
-from app.campaigns.message_format import render
+from app.campaigns.message_format import (
+    BUTTON_TITLE_MAX_CHARS,
+    MAX_BUTTONS,
+    TEMPLATE_TEXT_MAX_CHARS,
+    TEXT_MAX_BYTES,
+    LinkButton,
+    render,
+)
 from app.db.models import CampaignScope, MatchMode
 
 MAX_NAME = 100
-MAX_TEXT_BYTES = 1000
-MAX_TEMPLATE_TEXT = 640
-MAX_BUTTONS = 3
-MAX_BUTTON_TITLE = 20
 MAX_URL = 2000
 MAX_KEYWORDS = 10
 MAX_KEYWORD = 50
@@ -62,12 +65,6 @@ class FormData(Protocol):
 
     def get(self, key: str, /) -> Any: ...
     def getall(self, key: str, default: list[Any]) -> list[Any]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class LinkButton:
-    title: str
-    url: str
 
 
 @dataclass(slots=True)
@@ -263,20 +260,20 @@ def check_dm_text(input_: CampaignInput) -> str | None:
 
 def _too_long_for_template(text: str, what: str) -> str | None:
     length = len(worst_case_text(text, link=None))
-    if length <= MAX_TEMPLATE_TEXT:
+    if length <= TEMPLATE_TEXT_MAX_CHARS:
         return None
     return (
-        f"Too long for {what}: {length} of {MAX_TEMPLATE_TEXT} characters "
+        f"Too long for {what}: {length} of {TEMPLATE_TEXT_MAX_CHARS} characters "
         "({username} counts as 30)."
     )
 
 
 def _too_long_for_text(text: str, *, link: str | None) -> str | None:
     size = utf8_bytes(worst_case_text(text, link=link))
-    if size <= MAX_TEXT_BYTES:
+    if size <= TEXT_MAX_BYTES:
         return None
     return (
-        f"Too long for Instagram: {size} of {MAX_TEXT_BYTES} bytes "
+        f"Too long for Instagram: {size} of {TEXT_MAX_BYTES} bytes "
         "(emoji take 4 bytes, accented letters 2; {username} counts as 30)."
     )
 
@@ -300,8 +297,8 @@ def check_follow_up_text(input_: CampaignInput) -> str | None:
 
 
 def _check_button_title(title: str) -> str | None:
-    if len(title) > MAX_BUTTON_TITLE:
-        return f"Button titles are at most {MAX_BUTTON_TITLE} characters ({len(title)})."
+    if len(title) > BUTTON_TITLE_MAX_CHARS:
+        return f"Button titles are at most {BUTTON_TITLE_MAX_CHARS} characters ({len(title)})."
     return None
 
 

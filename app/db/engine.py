@@ -1,8 +1,16 @@
-"""Engine and session factory for the web process, the worker and the CLI."""
+"""Engine and session factory for the web process, the worker and the CLI.
+
+`autocommit` lends a pooled connection on which every statement is its own transaction: for
+code whose every change is one statement, it saves the BEGIN and COMMIT round trips.
+"""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
     AsyncEngine,
     AsyncSession,
     async_sessionmaker,
@@ -25,3 +33,11 @@ def create_engine(
 
 def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False)
+
+
+@asynccontextmanager
+async def autocommit(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A pooled connection on which every statement commits by itself."""
+    async with engine.connect() as conn:
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
+        yield conn

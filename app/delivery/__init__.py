@@ -1,8 +1,11 @@
-"""The delivery engine: from a stored webhook to a DM sent exactly once.
+"""The delivery engine: from a stored webhook to a DM sent exactly once, by stage.
 
-`ingest` turns stored webhook events (and polled comments) into ledger rows and PENDING
-`dm_logs` rows, then hands each new row to a `process_comment` job; `outbox` re-enqueues
-events the web process stored but could not enqueue; `intake` is the web process's
-group-commit writer for incoming webhook events. The send path (claims, Graph calls,
-classification, rate limits, quota, retries) lives beside them.
+- `intake`: from a webhook (or a polled comment) to durable work — ledger rows and PENDING
+  `dm_logs` rows, each handed to a delivery job.
+- `send`: one `dm_logs` row through the delivery protocol, claim before send.
+- `content`: what a delivery says, as pure functions over a campaign's settings.
+- `recovery`: the safety nets that settle what a send, a worker or a webhook left open.
+
+Each stage may use the ones after it in this order — recovery → intake → send → content —
+never one before it.
 """

@@ -12,10 +12,10 @@ from typing import Any
 
 from app.accounts import subscriptions
 from app.accounts.token_refresh import refresh_expiring_tokens
+from app.db.engine import autocommit
 from app.db.models import TriggerKind
 from app.delivery.intake import outbox
 from app.delivery.recovery import inbox_check, next_post, reconcile, sweeps
-from app.delivery.send.claims import autocommit
 from app.delivery.send.dispatch import deliver
 from app.jobs.context import runtime_of
 from app.maintenance import retention

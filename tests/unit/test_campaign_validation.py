@@ -14,9 +14,9 @@ from app.accounts.cards import AccountCard
 from app.accounts.connect import ConnectProblem, PendingConnect, check_callback
 from app.auth.current import safe_next
 from app.auth.throttle import ThrottlePolicy
+from app.campaigns.message_format import LinkButton
 from app.campaigns.validation import (
     CampaignInput,
-    LinkButton,
     activation_problems,
     check_campaign,
     check_dm_text,

@@ -77,6 +77,17 @@ def test_text_is_cut_to_1000_bytes_on_a_grapheme_boundary() -> None:
         ("\r\nx", ["\r\n", "x"]),
         ("\u1100\u1161\u11a8", ["\u1100\u1161\u11a8"]),
         ("Привет", list("Привет")),
+        ("1\ufe0f\u20e3#\ufe0f\u20e3", ["1\ufe0f\u20e3", "#\ufe0f\u20e3"]),  # keycaps
+        # A vowel sign that spaces (Thai SARA AM after a tone mark): "water".
+        ("น้ำ", ["น้ำ"]),
+        # Indic conjuncts: consonant, virama, consonant are one character.
+        ("क्षत्रिय", ["क्ष", "त्रि", "य"]),
+        ("ক্ষ", ["ক্ষ"]),
+        # A Hangul LV syllable takes a following vowel jamo.
+        ("\uac00\u1161", ["\uac00\u1161"]),
+        # ZWJ joins pictographs only; a control (line break) stands alone.
+        ("a\u200db", ["a\u200d", "b"]),
+        ("\n\u0301", ["\n", "\u0301"]),
     ],
 )
 def test_graphemes(text: str, clusters: list[str]) -> None:
@@ -89,6 +100,13 @@ def test_titles_are_cut_on_grapheme_boundaries() -> None:
     assert len(cut) <= 20
     assert not cut.endswith("👍")  # the skin tone is never cut off its emoji
     assert cut_chars("short", 20) == "short"
+
+
+def test_cuts_keep_conjuncts_and_vowel_signs_whole() -> None:
+    # 19 code points, then a conjunct of 3: 21 would hold its first two, never half of it.
+    assert cut_chars("Namaste friends ok " + "क्ष", 21) == "Namaste friends ok"
+    # "น้ำ" is 3 code points of 3 bytes each: 994 + 6 bytes would end on its tone mark.
+    assert cut_bytes("a" * 994 + "น้ำ", 1000) == "a" * 994
 
 
 def test_retry_delays_start_anew_with_a_manual_budget() -> None:

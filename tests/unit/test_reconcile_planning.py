@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from app.campaigns.matching import CampaignRule
 from app.db.models import CampaignScope, CampaignStatus, MatchMode
 from app.delivery.recovery.next_post import Published, Waiting, plan_bindings
-from app.delivery.recovery.reconcile import LOOKBACK, MediaTarget, pick_new, plan_targets
+from app.delivery.recovery.reconcile_plan import LOOKBACK, MediaTarget, pick_new, plan_targets
 from app.instagram.webhook_payload import CommentItem
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

@@ -1,6 +1,6 @@
 """Which message a delivery sends: the opening DM, the follow prompt or the link (pure).
 
-Order when both are on: opening DM → follow gate → link (OpenReply `9a1dadf`). By path:
+Order when both are on: opening DM → follow gate → link. By path:
 
 | path | gate off | follows | not following | unknown |
 |---|---|---|---|---|
@@ -12,14 +12,14 @@ Order when both are on: opening DM → follow gate → link (OpenReply `9a1dadf`
 With the gate on, a comment gets the opening DM if that is on, else the follow prompt.
 
 - A comment is not consent: Meta answers the follow check with code 230 until the person
-  messages or taps (reference `instagram-platform.md` §2.7), so a gated comment gets the
-  opening DM or the follow prompt, never a check.
+  messages or taps, so a gated comment gets the opening DM or the follow prompt, never a
+  check.
 - After a tap, "unknown" means Meta would not say (an error, a blocked profile): the person did
-  tap our button, so the link goes out, as OpenReply does on its postback path. A DM trigger
-  has shown no intent to follow, so unknown gets the prompt (OpenReply `6626548`).
-- Meta's follow status lags a new follow by up to about a minute (`openreply.md` §6): a "not
-  following" after the prompt's "I'm following" is checked again after each of
-  `FOLLOW_RECHECK_DELAYS_S` (default 20 s, then 40 s more) before the prompt is sent again.
+  tap our button, so the link goes out. A DM trigger has shown no intent to follow, so
+  unknown gets the prompt.
+- Meta's follow status lags a new follow by up to about a minute: a "not following" after the
+  prompt's "I'm following" is checked again after each of `FOLLOW_RECHECK_DELAYS_S` (default
+  20 s, then 40 s more) before the prompt is sent again.
   The opening DM's own button skips the waits: nobody has been asked to follow yet.
 """
 

@@ -2,14 +2,13 @@
 
 Only after a reveal that answered a tap or a DM (`postback` and `message` rows): the person's
 own action opened the 24-hour messaging window. Never after a link sent as the private reply
-to a comment — Meta allows nothing more until the person writes or taps (reference
-`instagram-platform.md` §4.1).
+to a comment — Meta allows nothing more until the person writes or taps.
 
 The row (trigger `followup:<reveal row id>`, `source_log_id` = the reveal) holds the text
 rendered now, so a later edit of the campaign does not change a scheduled message, and is due
 at interaction + delay; its deadline is interaction + 24 h, where the interaction is the tap
 or DM the reveal answered (the reveal row's own deadline minus 24 h). It is inserted by the
-same statement that records the reveal as SENT (`follow_up_cte`, used by `claims.record` and
+same statement that records the reveal as SENT (`follow_up_cte`, used by `recording.record` and
 by the inbox check that confirms an UNCONFIRMED reveal), so a SENT reveal never lacks its
 follow-up, and `ON CONFLICT DO NOTHING` on the trigger makes a second insert a no-op. The
 row is then sent by `send_follow_up` like any DM: claimed once, skipped as
@@ -78,7 +77,7 @@ def render_follow_up(
 
 
 class _Row(Protocol):
-    """The fields of a loaded delivery (`claims.Delivery`) a follow-up is planned from."""
+    """The fields of a loaded delivery (`legs.Delivery`) a follow-up is planned from."""
 
     @property
     def trigger_kind(self) -> str: ...

@@ -1,7 +1,6 @@
 """The postback payloads we put on buttons, and the key that claims a tap once.
 
-A button we send carries one of these payloads (OpenReply's format, reference `openreply.md`
-§1.2):
+A button we send carries one of these payloads:
 
 - `reveal:<campaign id>:open` — the opening DM's button when the campaign has no follow gate;
 - `followcheck:<campaign id>:open` — the opening DM's button when it has one;
@@ -15,7 +14,7 @@ processed, from the campaign as it is then (`app.delivery.content.follow_gate`):
 the follow gate on gates the opening DMs already out there too.
 
 A tap is claimed by inserting `postback_key(account, campaign, person, postback mid)` into
-`postback_deliveries` (DESIGN §4.8): Meta redelivering the same tap finds the key taken.
+`postback_deliveries`: Meta redelivering the same tap finds the key taken.
 """
 
 from __future__ import annotations

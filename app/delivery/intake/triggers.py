@@ -1,14 +1,15 @@
 """Inbound messaging items that become deliveries: button taps and DM keyword triggers.
 
 Part of ingest (same transaction, same batch). For each inbound item that is not a miss by
-its nature (echo, deleted, unsupported, self, no text), `classify` decides:
+its nature (echo, deleted, unsupported, self, no text), `classify` (called as
+`messaging_events` records the item) decides:
 
 - a tap (`postback`) on a payload we issued (`app.delivery.content.postbacks`) naming a campaign of
   this account → a tap to claim; any other payload → `unknown_payload`, a ledger record only;
 - a DM whose text fires a campaign's DM keyword trigger (`app.campaigns.dm_matching`) → a
   `message` row; no campaign → `no_match`.
 
-`write` then makes the work durable before anything is sent (DESIGN §4.1, §4.8):
+`write` then makes the work durable before anything is sent:
 
 - taps: ONE statement inserts each tap's `postback_deliveries` key — hash(account, campaign,
   person, postback mid), `ON CONFLICT DO NOTHING`: Meta redelivering a tap finds the key taken,

@@ -1,4 +1,4 @@
-"""Resolving an UNCONFIRMED private reply or DM by looking in the conversation (DESIGN §4.7).
+"""Resolving an UNCONFIRMED private reply or DM by looking in the conversation.
 
 The Conversations API shows the 20 newest messages of the thread with the commenter. A
 message from the account that carries our message id, or our exact text and was created
@@ -11,22 +11,22 @@ Checks are rate limited by Meta (2 calls/s per account); a throttled check is tr
 little later, a few times.
 
 A reveal DM (after a tap or a DM trigger) found this way gets its follow-up scheduled by the
-same statement that records it SENT, as `claims.record` does for an answered send.
+same statement that records it SENT, as `recording.record` does for an answered send.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import RowMapping, text
 
 from app.accounts.tokens import MissingTokenError, open_access_token
 from app.crypto import TokenDecryptError
+from app.db.engine import autocommit
 from app.db.models import InstagramAccount, LegState, MessageKind, TriggerKind
 from app.delivery.content.follow_ups import (
     FollowUpPlan,
@@ -34,7 +34,6 @@ from app.delivery.content.follow_ups import (
     follow_up_params,
     plan_follow_up,
 )
-from app.delivery.send.claims import autocommit
 from app.delivery.send.scheduling import enqueue_delivery, enqueue_verification
 from app.instagram.classify import RETRYABLE_CODES
 from app.instagram.graph import GraphApiError, GraphError
@@ -52,8 +51,9 @@ _LOAD = text(
 SELECT d.pr_state, d.recipient_id, d.message_text, d.pr_message_id, d.pr_claimed_at,
        d.pr_evidence, a.ig_user_id, a.token_ciphertext, a.token_key_id,
        d.trigger_kind, d.message_kind, d.deadline_at, d.recipient_username,
-       COALESCE(c.follow_up_enabled, false), c.follow_up_text,
-       COALESCE(c.follow_up_delay_minutes, 0), COALESCE(c.buttons, '[]'::jsonb)
+       COALESCE(c.follow_up_enabled, false) AS follow_up_enabled, c.follow_up_text,
+       COALESCE(c.follow_up_delay_minutes, 0) AS follow_up_delay_minutes,
+       COALESCE(c.buttons, '[]'::jsonb) AS buttons
 FROM dm_logs d JOIN instagram_accounts a ON a.id = d.account_id
 LEFT JOIN campaigns c ON c.id = d.campaign_id
 WHERE d.id = :id
@@ -72,8 +72,8 @@ WITH confirmed AS (
               recipient_username
 ),
 {follow_up_cte("confirmed")}
-SELECT (SELECT id FROM confirmed), (SELECT id FROM follow_up),
-       (SELECT pr_next_attempt_at FROM follow_up)
+SELECT (SELECT id FROM confirmed) AS confirmed_id, (SELECT id FROM follow_up) AS follow_up_id,
+       (SELECT pr_next_attempt_at FROM follow_up) AS follow_up_due
 """  # noqa: S608 - composed from code; every value is a bound parameter
 )
 _NOTE = text(
@@ -95,23 +95,28 @@ async def verify_unconfirmed(resources: Resources, dm_log_id: int) -> VerifyResu
     now = datetime.now(UTC)
     async with autocommit(resources.engine) as conn:
         row = (await conn.execute(_LOAD, {"id": dm_log_id})).first()
-    if row is None or row[0] != LegState.UNCONFIRMED:
+    if row is None or row.pr_state != LegState.UNCONFIRMED:
         return VerifyResult("not_unconfirmed")
-    (_, recipient, sent_text, message_id, claimed_at, evidence, ig_user_id, ct, key_id) = row[:9]
-    previous = (evidence or {}).get("inbox_check") or {}
+    loaded = row._mapping
+    ig_user_id, message_id = loaded["ig_user_id"], loaded["pr_message_id"]
+    previous = (loaded["pr_evidence"] or {}).get("inbox_check") or {}
     try:
         token = open_access_token(
             resources.cipher,
-            InstagramAccount(ig_user_id=ig_user_id, token_ciphertext=ct, token_key_id=key_id),
+            InstagramAccount(
+                ig_user_id=ig_user_id,
+                token_ciphertext=loaded["token_ciphertext"],
+                token_key_id=loaded["token_key_id"],
+            ),
         )
         found, checked = await _search(
             resources,
             token,
             ig_user_id=ig_user_id,
-            recipient=recipient,
-            sent_text=sent_text,
+            recipient=loaded["recipient_id"],
+            sent_text=loaded["message_text"],
             message_id=message_id,
-            claimed_at=claimed_at,
+            claimed_at=loaded["pr_claimed_at"],
         )
     except GraphApiError as exc:
         throttled = int(previous.get("throttled", 0))
@@ -133,7 +138,7 @@ async def verify_unconfirmed(resources: Resources, dm_log_id: int) -> VerifyResu
         "created_time": found.get("created_time"),
         "matched_on": "message_id" if message_id and found.get("id") == message_id else "text",
     }
-    plan = _follow_up_of(row[9:])
+    plan = _follow_up_of(loaded)
     async with autocommit(resources.engine) as conn:
         confirmed = (
             await conn.execute(
@@ -147,25 +152,28 @@ async def verify_unconfirmed(resources: Resources, dm_log_id: int) -> VerifyResu
                 },
             )
         ).first()
-    if confirmed is not None and confirmed[1] is not None:
+    if confirmed is not None and confirmed.follow_up_id is not None:
         await enqueue_delivery(
-            resources.queue, confirmed[1], confirmed[2], kind=TriggerKind.FOLLOW_UP
+            resources.queue,
+            confirmed.follow_up_id,
+            confirmed.follow_up_due,
+            kind=TriggerKind.FOLLOW_UP,
         )
     return VerifyResult("confirmed", str(found.get("id")))
 
 
-def _follow_up_of(loaded: Sequence[Any]) -> FollowUpPlan | None:
+def _follow_up_of(loaded: RowMapping) -> FollowUpPlan | None:
     """The follow-up a reveal confirmed SENT schedules, from the columns `_LOAD` read for it."""
-    kind, message_kind, deadline_at, username, enabled, text, delay, buttons = loaded
+    message_kind = loaded["message_kind"]
     return plan_follow_up(
-        trigger_kind=kind,
+        trigger_kind=loaded["trigger_kind"],
         message_kind=MessageKind(message_kind) if message_kind else None,
-        enabled=bool(enabled),
-        text=text,
-        delay_minutes=int(delay),
-        deadline_at=deadline_at,
-        username=username,
-        buttons=list(buttons or []),
+        enabled=bool(loaded["follow_up_enabled"]),
+        text=loaded["follow_up_text"],
+        delay_minutes=int(loaded["follow_up_delay_minutes"]),
+        deadline_at=loaded["deadline_at"],
+        username=loaded["recipient_username"],
+        buttons=list(loaded["buttons"] or []),
     )
 
 

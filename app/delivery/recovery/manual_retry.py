@@ -1,4 +1,4 @@
-"""A creator's "Retry" on a FAILED or UNCONFIRMED private reply or DM (DESIGN §4.7, §7).
+"""A creator's "Retry" on a FAILED or UNCONFIRMED private reply or DM.
 
 Any kind of row: a comment's private reply (within its 7 days), a tap's or a DM trigger's DM,
 a follow-up (within the 24-hour window the person opened). A retried tap decides its message
@@ -68,7 +68,7 @@ RETURNING pr_next_attempt_at, trigger_kind
 """  # noqa: S608 - the only interpolation is a module constant
 )
 _STATE = text(
-    "SELECT pr_state, deadline_at <= now(), trigger_kind FROM dm_logs "
+    "SELECT pr_state, deadline_at <= now() AS expired, trigger_kind FROM dm_logs "
     "WHERE id = :id AND workspace_id = :workspace_id"
 )
 
@@ -104,7 +104,8 @@ async def mark_retry(
 ) -> RetryResult:
     """Move the leg back to PENDING (one conditional UPDATE) or say why not. Does not commit:
     the caller commits, then enqueues `enqueue_delivery(queue, dm_log_id, result.due,
-    kind=result.kind)` (without the kind, `process_comment` hands a DM row to the DM flow)."""
+    kind=result.kind)` (any delivery job would run the row through its own flow; the kind
+    names the job the queue shows)."""
     params = {"id": dm_log_id, "workspace_id": workspace_id}
     row = (await session.execute(_RETRY, {**params, "confirmed": confirm_unconfirmed})).first()
     if row is not None:
@@ -112,15 +113,15 @@ async def mark_retry(
             RetryStatus.QUEUED,
             LegState.PENDING,
             "The DM will be sent again shortly.",
-            due=row[0],
-            kind=TriggerKind(row[1]),
+            due=row.pr_next_attempt_at,
+            kind=TriggerKind(row.trigger_kind),
         )
     current = (await session.execute(_STATE, params)).first()
     if current is None:
         return RetryResult(RetryStatus.NOT_FOUND, None, "No such delivery in this workspace.")
-    state, expired = LegState(current[0]), bool(current[1])
+    state, expired = LegState(current.pr_state), bool(current.expired)
     if expired and state in (LegState.FAILED, LegState.UNCONFIRMED):
-        if current[2] == TriggerKind.COMMENT:
+        if current.trigger_kind == TriggerKind.COMMENT:
             why = "The comment is more than 7 days old; Instagram no longer allows a private reply."
         else:
             why = (

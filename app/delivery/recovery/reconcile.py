@@ -6,19 +6,16 @@ and has an active campaign gets one sweep:
 
 1. **Claim.** One UPDATE stamps `last_reconciled_at` only if the account is due, so cron
    ticks on several workers, or a sweep still running, never sweep an account twice at once.
-2. **Plan** (`plan_targets`): each post-scoped (or bound next-post) campaign's media, plus ad
-   copies of it the ledger has seen (`original_media_id`), and for any-post campaigns the
-   account's 10 most recent media. Each media is read back to its floor: 72 hours ago, and
-   never before the campaign became active (`activated_at`), so activating a campaign is never
-   a historical blast.
+2. **Plan** (`reconcile_plan.plan_targets`): the media the account's campaigns cover (for
+   any-post campaigns its 10 most recent), each read back to its floor: 72 hours ago, and
+   never before the campaign became active.
 3. **Read** comments newest first, 50 a page, only as far back as the floor (at most 16 pages).
-   Keep a comment only if it is top-level, not the account's own, not already answered by the
-   account (a reply from it in `replies{from}`), one an active campaign would answer (the same
-   matching as webhooks) and not in the ledger yet (one batch lookup).
-4. **Backfill** oldest first, at most 30 per media per sweep (the rest wait for the next one,
-   still well inside the 7-day private-reply window), through `ingest_comments(via=POLL)` in
-   one transaction with the account's stamp and, when something was recovered, one
-   `reconciler_recovered` event; commit; enqueue the deliveries.
+   Keep a comment only if it is top-level, not the account's own and not already answered by
+   the account (a reply from it in `replies{from}`).
+4. **Backfill** what `reconcile_plan.pick_new` keeps (new to the ledger, one batch lookup; one
+   an active campaign would answer; at most 30 per media per sweep) through
+   `ingest_comments(via=POLL)`, in one transaction with the account's stamp and, when
+   something was recovered, one `reconciler_recovered` event; commit; enqueue the deliveries.
 
 The ledger's unique key is the dedupe: a comment that the webhook brings at the same moment
 is processed once, whichever path writes first; and two overlapping sweeps (`force`) add
@@ -50,7 +47,7 @@ from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.tokens import MissingTokenError, open_access_token
-from app.campaigns.matching import CampaignRule, CommentFacts, choose_campaign
+from app.campaigns.matching import CampaignRule
 from app.campaigns.rules import load_active_rules
 from app.crypto import TokenDecryptError
 from app.db.models import (
@@ -62,7 +59,8 @@ from app.db.models import (
     InstagramAccount,
     SeenVia,
 )
-from app.delivery.intake.ingest import enqueue_deliveries, ingest_comments
+from app.delivery.intake.comments import enqueue_deliveries, ingest_comments
+from app.delivery.recovery.reconcile_plan import MediaTarget, pick_new, plan_targets
 from app.delivery.send.account_state import handle_token_refused
 from app.instagram.classify import RETRYABLE_CODES
 from app.instagram.graph import GraphApiError, GraphError, GraphTransportError
@@ -73,8 +71,6 @@ from app.resources import Resources
 
 logger = logging.getLogger("oncereply.reconcile")
 
-LOOKBACK = timedelta(hours=72)
-MAX_NEW_PER_MEDIA = 30
 RECENT_MEDIA = 10
 MAX_PAGES = 16  # 800 comments: a viral post is read in part, never all of it
 AD_COPY_MEMORY = timedelta(days=30)
@@ -112,15 +108,6 @@ LIMIT :limit
 """
 )
 _STAMP = text("UPDATE instagram_accounts SET last_reconciled_at = now() WHERE id = :id")
-
-
-@dataclass(frozen=True, slots=True)
-class MediaTarget:
-    """One media to read, and the oldest comment time any campaign on it may answer."""
-
-    media_id: str
-    since: datetime
-    original_media_id: str | None = None  # set when this is an ad copy of an organic post
 
 
 @dataclass(slots=True)
@@ -193,88 +180,6 @@ async def reconcile_media(
     """Sweep only these media of the account now, by the same rules (after a next-post
     binding: comments made between the post's publication and the binding)."""
     return await _sweep(resources, SweepReport(account_id), only_media=frozenset(media_ids))
-
-
-# --- planning (pure) --------------------------------------------------------------------------
-
-
-def comment_floor(rule: CampaignRule, now: datetime) -> datetime:
-    """The oldest comment time a sweep may answer for this campaign."""
-    # A campaign cannot have been active before it existed: `created_at` stands in for a
-    # missing activation time. Comment times are whole seconds, so the floor is too.
-    return max(now - LOOKBACK, (rule.activated_at or rule.created_at).replace(microsecond=0))
-
-
-def plan_targets(
-    rules: Sequence[CampaignRule],
-    *,
-    now: datetime,
-    recent_media: Sequence[str] = (),
-    ad_copies: Mapping[str, str] | None = None,
-) -> list[MediaTarget]:
-    """The media a sweep reads, specific posts first; each with the earliest floor of the
-    campaigns that cover it. `ad_copies` maps an ad copy's media id to its organic post."""
-    targets: dict[str, MediaTarget] = {}
-
-    def add(media_id: str, since: datetime, original: str | None = None) -> None:
-        known = targets.get(media_id)
-        if known is None or since < known.since:
-            kept = original or (known.original_media_id if known else None)
-            targets[media_id] = MediaTarget(media_id, since, kept)
-
-    copies = ad_copies or {}
-    for rule in rules:
-        if rule.scope is CampaignScope.ANY_POST or rule.media_id is None:
-            continue
-        floor = comment_floor(rule, now)
-        add(rule.media_id, floor)
-        for copy_id, original in copies.items():
-            if original == rule.media_id:
-                add(copy_id, floor, original)
-    for rule in rules:
-        if rule.scope is CampaignScope.ANY_POST:
-            for media_id in recent_media:
-                add(media_id, comment_floor(rule, now))
-    return list(targets.values())
-
-
-def pick_new(
-    found: Mapping[str, Sequence[CommentItem]],
-    in_ledger: Collection[str],
-    rules: Sequence[CampaignRule],
-    *,
-    cap: int = MAX_NEW_PER_MEDIA,
-) -> tuple[list[CommentItem], int]:
-    """(the comments to backfill, how many were left over the cap) from what was read.
-
-    `found` lists each media's comments as Meta returned them, newest first; so the reverse
-    order breaks ties between comments made in the same second.
-    """
-    chosen: list[CommentItem] = []
-    deferred = 0
-    for comments in found.values():
-        fresh = [
-            comment
-            for comment in reversed(comments)
-            if comment.comment_id not in in_ledger and _would_answer(rules, comment)
-        ]
-        fresh.sort(key=lambda comment: comment.commented_at)  # stable: keeps the tie order
-        chosen.extend(fresh[:cap])
-        deferred += max(0, len(fresh) - cap)
-    return chosen, deferred
-
-
-def _would_answer(rules: Sequence[CampaignRule], comment: CommentItem) -> bool:
-    facts = CommentFacts(
-        text=comment.text,
-        media_id=comment.media_id,
-        original_media_id=comment.original_media_id,
-        commenter_id=comment.commenter_id,
-        parent_id=comment.parent_id,
-        is_own=comment.is_own,
-        commented_at=comment.commented_at,
-    )
-    return choose_campaign(rules, facts).matched
 
 
 # --- the sweep ------------------------------------------------------------------------------

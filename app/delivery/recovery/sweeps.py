@@ -91,7 +91,7 @@ async def sweep_stale_claims(
     """IN_FLIGHT legs older than `older_than_s` → UNCONFIRMED; inbox checks queued."""
     rows = (await conn.execute(_SWEEP, {"older": older_than_s, "reason": STALE_REASON})).all()
     result = SweepResult(
-        private=[row[0] for row in rows if row[1]], public=[row[0] for row in rows if row[2]]
+        private=[row.id for row in rows if row.pr], public=[row.id for row in rows if row.pub]
     )
     if rows:
         logger.warning(

@@ -98,7 +98,7 @@ async def pause_for_policy_block(
                 level=EventLevel.ERROR,
                 kind="account_paused",
                 message=f"{reason} until {until:%Y-%m-%d %H:%M} UTC. {detail}".strip(),
-                workspace_id=row[0],
+                workspace_id=row.workspace_id,
                 account_id=account_id,
                 details={"paused_until": until.isoformat(), "code": 368},
             )
@@ -152,7 +152,7 @@ async def handle_token_refused(
                     level=EventLevel.ERROR,
                     kind="account_needs_reauth",
                     message=reason,
-                    workspace_id=row[0],
+                    workspace_id=row.workspace_id,
                     account_id=account_id,
                 )
             return TokenOutcome.REAUTH

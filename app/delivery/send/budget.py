@@ -1,11 +1,10 @@
 """The hourly private-reply budget of each account, as one atomic Redis script.
 
-Meta allows 750 private replies per hour per account (reference §4.3). Each reservation is a
-member of a sorted set scored by its time; a reservation succeeds while fewer than `limit`
-members are younger than the window, otherwise the script answers when the oldest one ages
-out. Time comes from the Redis server, so workers on different hosts agree on it. A definite
-rejection gives its slot back (`release`); an ambiguous one keeps it, since Meta may have
-counted the message.
+Meta allows 750 private replies per hour per account. Each reservation is a member of a sorted
+set scored by its time; a reservation succeeds while fewer than `limit` members are younger
+than the window, otherwise the script answers when the oldest one ages out. Time comes from the
+Redis server, so workers on different hosts agree on it. A definite rejection gives its slot
+back (`release`); an ambiguous one keeps it, since Meta may have counted the message.
 
 Redis being down makes `reserve` raise: the caller then waits and tries later, it never sends
 without a slot.

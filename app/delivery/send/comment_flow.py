@@ -1,9 +1,10 @@
-"""`process_comment`: one `dm_logs` row through the delivery protocol (DESIGN §4).
+"""The comment flow: a comment's public reply and private reply through the delivery protocol.
 
 Order: load (row, campaign, account in one query) → checks (campaign active, account able to
 send, deadline) → public-reply leg → private-reply leg: hourly slot (Redis) → one claim
 statement (person, quota, leg, attempt row) → send → classify → one record statement → give
 back the slot on a definite answer. Only the worker whose claim returned IN_FLIGHT calls Meta.
+The load and checks are `dispatch`'s (`steps.open_run`); `CommentFlow` does the rest.
 
 An answer to the public reply that stops the whole account (368 pause, 190 token) also stops
 the private reply of the same job: it stays PENDING until the account can send again, as work
@@ -11,7 +12,7 @@ found waiting on a paused account at load does.
 
 The private reply is the campaign's link message, or — for a two-step campaign — its opening
 DM or follow prompt (`follow_gate.comment_reply`), whose button brings the person back as a
-tap (`dm_flow`). The steps shared with the DM flow live in `send_steps`.
+tap (`dm_flow`). The steps shared with the DM flow live in `steps`.
 
 The job itself is never retried by SAQ: a later attempt is a new job scheduled at the leg's
 `next_attempt_at` (see `scheduling`), and the due-work relay re-enqueues anything a lost job
@@ -30,65 +31,63 @@ from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.campaigns.message_format import render
-from app.db.models import Leg, LegState, PersonClaim, TriggerKind
+from app.db.engine import autocommit
+from app.db.models import Leg, LegState, PersonClaim
 from app.delivery.content import compose, follow_gate
 from app.delivery.content.compose import Content
-from app.delivery.send import claims
+from app.delivery.send import claims, recording
 from app.delivery.send.budget import BudgetFull, HourlyBudget, Slot
-from app.delivery.send.claims import AccountUnable, Claim, Delivery, LegUpdate
+from app.delivery.send.legs import AccountUnable, Claim, Delivery, LegUpdate
 from app.delivery.send.outcomes import call_report
 from app.delivery.send.quota import usage_month
-from app.delivery.send.scheduling import enqueue_delivery
 from app.delivery.send.steps import (
     REAUTH_WAIT,
     REDIS_WAIT,
-    Report,
     Run,
     elapsed_ms,
     failure,
     hold_for_account,
-    open_run,
     record,
     send_claimed,
 )
 from app.instagram.classify import Verdict, classify_error
 from app.instagram.graph import GraphError
-from app.resources import Resources
-
-__all__ = ["Report", "comment_content", "process_comment"]
 
 logger = logging.getLogger("oncereply.delivery")
 
-_COMMENTS = frozenset({TriggerKind.COMMENT})
 # Spread the wake-ups of work waiting for the same freed budget slot.
 BUDGET_JITTER_S = 30.0
 
 
-async def process_comment(resources: Resources, *, worker_id: str, dm_log_id: int) -> Report:
-    report = Report()
-    async with claims.autocommit(resources.engine) as conn:
-        run = await open_run(
-            conn, resources, report, worker_id=worker_id, dm_log_id=dm_log_id, kinds=_COMMENTS
-        )
-        if run is None:
-            return report
-        pr_due, pub_due = run.pr_due, run.pub_due
-        held: _Held | None = None
-        if pr_due and not pub_due:
-            # The common case: claim on the connection that loaded the row.
-            held = await _claim_private(conn, run)
-    if pub_due:
-        account_stopped = await _public_leg(run)
-        if pr_due and not account_stopped:
-            async with claims.autocommit(resources.engine) as conn:
-                held = await _claim_private(conn, run)
-    if held is not None:
-        verdict = await send_claimed(run, held.claim, held.content)
-        if verdict is not None and verdict.definite:
-            await _release_slot(_budget(run), held.slot)
-    if run.next_due:
-        await enqueue_delivery(resources.queue, dm_log_id, min(run.next_due))
-    return report
+class CommentFlow:
+    """One comment row's legs, from a checked `Run` on (`dispatch` made it)."""
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+        self._held: _Held | None = None
+
+    async def start(self, conn: AsyncConnection) -> bool:
+        """On the connection that loaded the row: claim the private reply when it is the only
+        leg due (the common case, so it costs no second connection)."""
+        run = self._run
+        if run.pr_due and not run.pub_due:
+            self._held = await _claim_private(conn, run)
+        return True
+
+    async def finish(self) -> None:
+        """The public reply if it is due, the private reply's claim if not made yet, and the
+        send under a won claim."""
+        run = self._run
+        if run.pub_due:
+            account_stopped = await _public_leg(run)
+            if run.pr_due and not account_stopped:
+                async with autocommit(run.resources.engine) as conn:
+                    self._held = await _claim_private(conn, run)
+        held = self._held
+        if held is not None:
+            verdict = await send_claimed(run, held.claim, held.content)
+            if verdict is not None and verdict.definite:
+                await _release_slot(_budget(run), held.slot)
 
 
 def comment_content(delivery: Delivery) -> Content:
@@ -112,9 +111,9 @@ async def _public_leg(run: Run) -> bool:
     # Variety, not secrecy: any generator will do for picking a variant.
     chosen = random.choice(variants) if variants else ""  # noqa: S311
     reply = render(chosen, username=delivery.recipient_username, link=None) if chosen else ""
-    async with claims.autocommit(run.resources.engine) as conn:
+    async with autocommit(run.resources.engine) as conn:
         if not reply:
-            await claims.settle_pending(
+            await recording.settle_pending(
                 conn, delivery.id, LegState.FAILED, "the campaign has no public reply text",
                 private=False,
             )  # fmt: skip
@@ -154,8 +153,8 @@ async def _public_leg(run: Run) -> bool:
         # `run.next_due`; a pause is lifted by the relay, which then enqueues both legs.
         until = update.next_attempt_at or datetime.now(UTC) + REAUTH_WAIT
         reason = f"waiting: {verdict.reason}"
-        async with claims.autocommit(run.resources.engine) as conn:
-            await claims.postpone(conn, delivery.id, until, reason, public=False)
+        async with autocommit(run.resources.engine) as conn:
+            await recording.postpone(conn, delivery.id, until, reason, public=False)
         run.report.notes.append(reason)
     return True
 
@@ -184,7 +183,7 @@ async def _claim_private(conn: AsyncConnection, run: Run) -> _Held | None:
         reserved = await budget.reserve(delivery.account_id, tag=str(delivery.id))
     except (RedisError, OSError):
         reason = "waiting: the hourly budget (Redis) is unavailable"
-        await claims.postpone(conn, delivery.id, now + REDIS_WAIT, reason, public=False)
+        await recording.postpone(conn, delivery.id, now + REDIS_WAIT, reason, public=False)
         run.report.notes.append(reason)
         return None
     if isinstance(reserved, BudgetFull):
@@ -218,13 +217,13 @@ async def _budget_full(conn: AsyncConnection, run: Run, full: BudgetFull) -> Non
     free_at = run.now + timedelta(seconds=full.wait_s + jitter)
     if delivery.deadline_at is not None and free_at >= delivery.deadline_at:
         reason = "the hourly private-reply budget stays full until the 7-day window closes"
-        await claims.settle_pending(
+        await recording.settle_pending(
             conn, delivery.id, LegState.SKIPPED_WINDOW_EXPIRED, reason, public=False
         )
         run.report.private = LegState.SKIPPED_WINDOW_EXPIRED.value
         return
     reason = "waiting for a slot in the account's hourly private-reply budget"
-    await claims.postpone(conn, delivery.id, free_at, reason, public=False)
+    await recording.postpone(conn, delivery.id, free_at, reason, public=False)
     run.report.private = "waiting for budget"
     run.next_due.append(free_at)
 

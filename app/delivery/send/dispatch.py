@@ -1,30 +1,56 @@
-"""Running a delivery job: the comment flow or the DM flow, whichever the row needs.
+"""Running a delivery job: the row is loaded once and its trigger kind picks the flow.
 
-Every delivery job (`process_comment`, `process_message`, `process_postback`,
-`send_follow_up`) calls `deliver` with the kind its name stands for. That flow runs first; a
-row of the other kind is handed over (the dashboard's retry enqueues `process_comment` for any
-row it retries), so no job name can leave a row undelivered, and the common case costs
-nothing extra.
+A comment goes through `comment_flow` (its public reply, then its private reply); a tap, a DM
+keyword trigger or a follow-up through `dm_flow`. Every delivery job (`process_comment`,
+`process_postback`, `process_message`, `send_follow_up`) runs `deliver`, so whichever job a
+row was given (the dashboard's retry enqueues `process_comment` for any row), it takes its
+own flow.
+
+A flow works in two parts: `start`, on the connection that loaded the row (what can be
+settled or claimed at once costs no second checkout), and `finish`, with that connection back
+in the pool, since it calls Meta. A later attempt the run asked for (a retry, a re-check, a
+budget wait) is enqueued last, under the row's own job.
 """
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.db.engine import autocommit
 from app.db.models import TriggerKind
-from app.delivery.send.comment_flow import process_comment
-from app.delivery.send.dm_flow import process_dm
-from app.delivery.send.steps import Report
+from app.delivery.send.comment_flow import CommentFlow
+from app.delivery.send.dm_flow import DmFlow
+from app.delivery.send.scheduling import enqueue_delivery
+from app.delivery.send.steps import Report, open_run
 from app.resources import Resources
 
 
+class Flow(Protocol):
+    async def start(self, conn: AsyncConnection) -> bool:
+        """Steps on the connection that loaded the row; False when the row needs no more."""
+
+    async def finish(self) -> None:
+        """The rest, that connection back in the pool: the calls to Meta and their records."""
+
+
 async def deliver(
-    resources: Resources, *, worker_id: str, dm_log_id: int, kind: TriggerKind
+    resources: Resources, *, worker_id: str, dm_log_id: int, kind: TriggerKind | None = None
 ) -> Report:
-    first, second = (
-        (process_comment, process_dm)
-        if kind is TriggerKind.COMMENT
-        else (process_dm, process_comment)
-    )
-    report = await first(resources, worker_id=worker_id, dm_log_id=dm_log_id)
-    if report.wrong_flow:
-        report = await second(resources, worker_id=worker_id, dm_log_id=dm_log_id)
+    """Deliver the row's due legs. `kind` is the kind the job's name stands for; the row's own
+    trigger kind decides the flow, so it is not used."""
+    report = Report()
+    async with autocommit(resources.engine) as conn:
+        run = await open_run(conn, resources, report, worker_id=worker_id, dm_log_id=dm_log_id)
+        if run is None:
+            return report
+        flow: Flow = CommentFlow(run) if run.is_comment else DmFlow(run)
+        go_on = await flow.start(conn)
+    if go_on:
+        await flow.finish()
+    if run.next_due:
+        await enqueue_delivery(
+            resources.queue, dm_log_id, min(run.next_due), kind=run.delivery.trigger_kind
+        )
     return report

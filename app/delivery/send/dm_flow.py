@@ -1,10 +1,11 @@
-"""`process_dm`: a tap, a DM keyword trigger or a follow-up through the delivery protocol.
+"""The DM flow: a tap, a DM keyword trigger or a follow-up through the delivery protocol.
 
 One flow for every row that is sent as a DM to the person's IGSID (`postback`, `message`,
-`follow_up`), with the comment flow's guarantees (`send_steps`): checks → choose the message
+`follow_up`), with the comment flow's guarantees (`steps`): checks → choose the message
 → one claim statement (quota, attempt row, and for a reveal the once-per-person claim) → send
 → classify → one record statement (which also schedules a reveal's follow-up). Only the
-worker whose claim returned IN_FLIGHT calls Meta; UNCONFIRMED is never sent again.
+worker whose claim returned IN_FLIGHT calls Meta; UNCONFIRMED is never sent again. The load
+and checks are `dispatch`'s (`steps.open_run`); `DmFlow` does the rest.
 
 Choosing the message (`follow_gate.decide`): a follow-up sends its frozen text; a tap or a DM
 sends the link, or — with the follow gate on — checks `is_user_follow_business` first and
@@ -25,29 +26,23 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.db.engine import autocommit
 from app.db.models import EventLevel, LegState, MessageKind, PersonClaim, TriggerKind
 from app.delivery.content import compose, follow_gate
 from app.delivery.content.compose import Content
 from app.delivery.content.follow_ups import follow_up_for
 from app.delivery.content.postbacks import parse_payload
-from app.delivery.send import claims
+from app.delivery.send import claims, recording
+from app.delivery.send.legs import AccountUnable
 from app.delivery.send.quota import usage_month
-from app.delivery.send.scheduling import enqueue_delivery
-from app.delivery.send.steps import (
-    Report,
-    Run,
-    hold_for_account,
-    open_run,
-    send_claimed,
-    settle,
-)
+from app.delivery.send.steps import Run, hold_for_account, send_claimed, settle
 from app.operations import alerts
 from app.operations.events import record_event
-from app.resources import Resources
 
 logger = logging.getLogger("oncereply.delivery")
 
-DM_TRIGGERS = frozenset({TriggerKind.POSTBACK, TriggerKind.MESSAGE, TriggerKind.FOLLOW_UP})
 # Operational INFO events for refused taps, at most this many a minute (anyone can tap).
 REFUSAL_EVENTS_PER_MINUTE = 30
 
@@ -59,32 +54,36 @@ class _Choice:
     refused: bool = False  # a prompt tap refused after every re-check
 
 
-async def process_dm(resources: Resources, *, worker_id: str, dm_log_id: int) -> Report:
-    report = Report()
-    async with claims.autocommit(resources.engine) as conn:
-        run = await open_run(
-            conn, resources, report, worker_id=worker_id, dm_log_id=dm_log_id, kinds=DM_TRIGGERS
-        )
-        if run is None:
-            return report
+class DmFlow:
+    """One tap, DM trigger or follow-up row, from a checked `Run` on (`dispatch` made it)."""
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+
+    async def start(self, conn: AsyncConnection) -> bool:
+        """On the connection that loaded the row: settle a follow-up whose campaign turned
+        follow-ups off, or a reveal someone else already made; False when so settled."""
+        run = self._run
         delivery = run.delivery
         kind = TriggerKind(delivery.trigger_kind)
         if kind is TriggerKind.FOLLOW_UP and not delivery.follow_up_enabled:
             reason = "follow-ups were turned off for this campaign"
             await settle(conn, run, LegState.SKIPPED_CAMPAIGN_INACTIVE, reason, public=False)
-            return report
+            return False
         # The load saw whether another row already revealed the link to this person: only
         # then is the settling statement worth running.
-        if delivery.revealed_elsewhere and await claims.settle_if_revealed(conn, delivery.id):
-            report.private = LegState.SKIPPED_DEDUP.value
-            report.notes.append("this person already got the link")
-            return report
-    choice = await _choose(run)
-    if choice is not None:
-        await _claim_and_send(run, choice)
-    if run.next_due:
-        await enqueue_delivery(resources.queue, dm_log_id, min(run.next_due), kind=kind)
-    return report
+        if delivery.revealed_elsewhere and await recording.settle_if_revealed(conn, delivery.id):
+            run.report.private = LegState.SKIPPED_DEDUP.value
+            run.report.notes.append("this person already got the link")
+            return False
+        return True
+
+    async def finish(self) -> None:
+        """Choose the message (a follow check first, behind the follow gate), then claim and
+        send it."""
+        choice = await _choose(self._run)
+        if choice is not None:
+            await _claim_and_send(self._run, choice)
 
 
 # --- choosing the message -------------------------------------------------------------------
@@ -102,7 +101,7 @@ async def _choose(run: Run) -> _Choice | None:
     else:
         tap = parse_payload(delivery.trigger_payload)
         if tap is None:  # ingest only makes rows for our own payloads; an edited row?
-            async with claims.autocommit(run.resources.engine) as conn:
+            async with autocommit(run.resources.engine) as conn:
                 await settle(conn, run, LegState.FAILED, "the tapped button is not ours")
             return None
         path = follow_gate.tap_path(tap)
@@ -149,8 +148,8 @@ async def _check_again(
     next_at = datetime.now(UTC) + timedelta(seconds=delay)
     check = {"checked_at": checked_at.isoformat(), "follows": False}
     reason = f"waiting: not following yet; checking again in {delay:g} s (Instagram lags)"
-    async with claims.autocommit(run.resources.engine) as conn:
-        recorded = await claims.record_follow_check(
+    async with autocommit(run.resources.engine) as conn:
+        recorded = await recording.record_follow_check(
             conn, run.delivery.id, seen=seen, check=check, next_at=next_at, reason=reason
         )
     if recorded:
@@ -168,7 +167,7 @@ async def _claim_and_send(run: Run, choice: _Choice) -> None:
     delivery = run.delivery
     content = choice.content
     reveal = content.kind is MessageKind.REVEAL
-    async with claims.autocommit(run.resources.engine) as conn:
+    async with autocommit(run.resources.engine) as conn:
         claim = await claims.claim_private_reply(
             conn,
             dm_log_id=delivery.id,
@@ -180,7 +179,7 @@ async def _claim_and_send(run: Run, choice: _Choice) -> None:
             person=PersonClaim.REVEAL if reveal else None,
             evidence=choice.evidence,
         )
-        if isinstance(claim, claims.AccountUnable):
+        if isinstance(claim, AccountUnable):
             # Another job met a 368 or 190 after this one loaded the row.
             await hold_for_account(conn, run, claim, private=True, public=False)
             run.report.private = run.report.private or "waiting for the account"

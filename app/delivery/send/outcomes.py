@@ -1,4 +1,4 @@
-"""From a classified answer to the leg's next state (DESIGN §4.3), as pure functions.
+"""From a classified answer to the leg's next state, as pure functions.
 
 - sent → SENT with the message id;
 - retryable → back to PENDING, next try 5 minutes after the first attempt and 15 after the
@@ -10,7 +10,7 @@
 - rejected → its final state (FAILED, SKIPPED_WINDOW_EXPIRED), the person claim freed;
 - ambiguous → UNCONFIRMED, never sent again automatically.
 
-Definite answers give the quota back; ambiguous ones keep it. DESIGN §4.7: a manual retry of
+Definite answers give the quota back; ambiguous ones keep it. A manual retry of
 an UNCONFIRMED private reply answered by 100/2534025 inside the 7-day window is Meta saying
 the first send arrived, so it is recorded as SENT with how that was learnt.
 """
@@ -22,11 +22,10 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from app.db.models import AttemptClass, LegState
-from app.delivery.send.claims import CallReport, LegUpdate
+from app.delivery.send.legs import CallReport, LegUpdate
 from app.instagram.classify import Verdict
 
-# As OpenReply: 3 attempts, retried after 5 and then 15 minutes (its third, 45-minute delay
-# could never be reached within 3 attempts, so it is not listed).
+# 3 attempts, the second 5 minutes after the first and the third 15 after the second.
 ATTEMPT_BUDGET = 3
 RETRY_DELAYS = (timedelta(minutes=5), timedelta(minutes=15))
 TOKEN_RETRY_DELAY = timedelta(seconds=30)

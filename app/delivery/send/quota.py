@@ -38,7 +38,7 @@ _RELEASE = text(
     "WHERE workspace_id = :workspace_id AND month = :month AND dms_reserved > 0"
 )
 _USAGE = text(
-    "SELECT w.monthly_dm_quota, COALESCE(u.dms_reserved, 0) FROM workspaces w "
+    "SELECT w.monthly_dm_quota, COALESCE(u.dms_reserved, 0) AS dms_reserved FROM workspaces w "
     "LEFT JOIN usage_counters u ON u.workspace_id = w.id AND u.month = :month "
     "WHERE w.id = :workspace_id"
 )
@@ -77,4 +77,5 @@ async def usage(conn: AsyncConnection, workspace_id: int, month: date | None = N
     ).first()
     if row is None:
         return Usage(0, None)
-    return Usage(reserved=int(row[1]), quota=None if row[0] is None else int(row[0]))
+    quota = row.monthly_dm_quota
+    return Usage(reserved=int(row.dms_reserved), quota=None if quota is None else int(quota))

@@ -31,11 +31,21 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.accounts.tokens import MissingTokenError, open_access_token
 from app.campaigns.message_format import OutgoingMessage
 from app.crypto import TokenDecryptError
+from app.db.engine import autocommit
 from app.db.models import AttemptClass, InstagramAccount, Leg, LegState, TriggerKind
 from app.delivery.content.compose import Content
 from app.delivery.content.follow_ups import FollowUpPlan
-from app.delivery.send import account_state, claims
-from app.delivery.send.claims import CallReport, Claim, Delivery, LegUpdate, Recorded
+from app.delivery.send import account_state, recording
+from app.delivery.send.claims import load_delivery
+from app.delivery.send.legs import (
+    MAX_PUBLIC_ATTEMPTS,
+    AccountUnable,
+    CallReport,
+    Claim,
+    Delivery,
+    LegUpdate,
+    Recorded,
+)
 from app.delivery.send.outcomes import AttemptContext, call_report, failure_update, sent_update
 from app.delivery.send.scheduling import enqueue_delivery, enqueue_verification
 from app.instagram.classify import AccountAction, Verdict, classify_error
@@ -59,8 +69,6 @@ class Report:
     private: str | None = None
     public: str | None = None
     notes: list[str] = field(default_factory=list)
-    # The row belongs to the other flow (a comment given to the DM flow, or the reverse).
-    wrong_flow: bool = False
 
     def as_dict(self) -> dict[str, object]:
         return {"private": self.private, "public": self.public, "notes": self.notes}
@@ -90,18 +98,12 @@ async def open_run(
     *,
     worker_id: str,
     dm_log_id: int,
-    kinds: frozenset[TriggerKind],
 ) -> Run | None:
-    """The row to deliver, with which legs are due, or None (noted in `report`): missing, of
-    a kind the other flow handles (`report.wrong_flow`), nothing due, or not to be sent now
-    (`may_send` settled or postponed it)."""
-    delivery = await claims.load_delivery(conn, dm_log_id)
+    """The row to deliver, with which legs are due, or None (noted in `report`): missing,
+    nothing due, or not to be sent now (`may_send` settled or postponed it)."""
+    delivery = await load_delivery(conn, dm_log_id)
     if delivery is None:
         report.notes.append("no such log row")
-        return None
-    if delivery.trigger_kind not in kinds:
-        report.notes.append(f"not for this flow ({delivery.trigger_kind})")
-        report.wrong_flow = True
         return None
     now = datetime.now(UTC)
     run = Run(resources, worker_id, delivery, now, report)
@@ -135,7 +137,7 @@ async def may_send(conn: AsyncConnection, run: Run, *, pr_due: bool, pub_due: bo
     if delivery.campaign_status != "active":
         await settle(conn, run, LegState.SKIPPED_CAMPAIGN_INACTIVE, "the campaign is not active")
         return False
-    unable = claims.AccountUnable(delivery.account_status, delivery.paused_until)
+    unable = AccountUnable(delivery.account_status, delivery.paused_until)
     gate = account_state.gate_for(unable.status, unable.paused_until, now)
     if gate is account_state.Gate.SKIP:
         await hold_for_account(conn, run, unable, private=pr_due, public=pub_due)
@@ -162,7 +164,7 @@ async def may_send(conn: AsyncConnection, run: Run, *, pr_due: bool, pub_due: bo
         run.report.notes.append(f"no usable token: {exc}")
         await account_state.handle_token_refused(run.resources, delivery.account_id, None)
         reason = "waiting: the account's token cannot be used; reconnect the account"
-        await claims.postpone(conn, delivery.id, now + REAUTH_WAIT, reason)
+        await recording.postpone(conn, delivery.id, now + REAUTH_WAIT, reason)
         return False
     return True
 
@@ -170,7 +172,7 @@ async def may_send(conn: AsyncConnection, run: Run, *, pr_due: bool, pub_due: bo
 async def hold_for_account(
     conn: AsyncConnection,
     run: Run,
-    unable: claims.AccountUnable,
+    unable: AccountUnable,
     *,
     private: bool,
     public: bool,
@@ -188,14 +190,16 @@ async def hold_for_account(
     elif gate is account_state.Gate.WAIT:
         until = unable.paused_until or now + REAUTH_WAIT
         reason = f"waiting: the Instagram account is {unable.status}"
-        await claims.postpone(conn, run.delivery.id, until, reason, private=private, public=public)
+        await recording.postpone(
+            conn, run.delivery.id, until, reason, private=private, public=public
+        )
         run.report.notes.append(reason)
 
 
 async def settle(
     conn: AsyncConnection, run: Run, state: LegState, reason: str, *, public: bool = True
 ) -> None:
-    await claims.settle_pending(conn, run.delivery.id, state, reason, public=public)
+    await recording.settle_pending(conn, run.delivery.id, state, reason, public=public)
     run.report.private = state.value
     if public:
         run.report.public = state.value
@@ -232,8 +236,8 @@ async def send_claimed(
     if verdict is not None and verdict.template_rejected and content.fallback is not None:
         # Meta refused the template itself, so nothing was delivered: plain text may follow,
         # as a second call (and attempt row) under the same claim.
-        async with claims.autocommit(run.resources.engine) as conn:
-            claim = await claims.start_next_call(
+        async with autocommit(run.resources.engine) as conn:
+            claim = await recording.start_next_call(
                 conn,
                 claim,
                 call=call_report(verdict, latency_ms),
@@ -286,7 +290,7 @@ async def failure(run: Run, claim: Claim, verdict: Verdict, *, private: bool) ->
     manual = (delivery.pr_evidence or {}).get("manual_retry") if private else None
     ctx = AttemptContext(
         attempt_no=claim.attempt_no,
-        attempt_limit=delivery.pr_attempt_limit if private else claims.MAX_PUBLIC_ATTEMPTS,
+        attempt_limit=delivery.pr_attempt_limit if private else MAX_PUBLIC_ATTEMPTS,
         now=now,
         deadline_at=delivery.deadline_at,
         quota_month=claim.quota_month,
@@ -305,8 +309,8 @@ async def record(run: Run, claim: Claim, call: CallReport, update: LegUpdate) ->
     leg_name = "private" if claim.leg is Leg.PRIVATE_REPLY else "public"
     for delay in (*RECORD_RETRY_DELAYS, None):
         try:
-            async with claims.autocommit(run.resources.engine) as conn:
-                recorded = await claims.record(
+            async with autocommit(run.resources.engine) as conn:
+                recorded = await recording.record(
                     conn,
                     claim,
                     dm_log_id=run.delivery.id,

@@ -18,7 +18,8 @@ from app.db.models import (
     OperationalEvent,
 )
 from app.delivery.intake.outbox import run_ingest
-from app.delivery.send.comment_flow import Report, process_comment
+from app.delivery.send.dispatch import deliver
+from app.delivery.send.steps import Report
 from tests.integration.delivery.conftest import SUNNY, World
 from tests.support.webhooks import comments_body, store_event
 
@@ -86,9 +87,9 @@ async def activated_minutes_ago(world: World, campaign_id: int, minutes: float) 
 
 
 async def deliver_pending(world: World) -> list[Report]:
-    """Run `process_comment` for every row still PENDING, as the worker would."""
+    """Run the delivery job for every row still PENDING, as the worker would."""
     return [
-        await process_comment(world.resources, worker_id="test", dm_log_id=row.id)
+        await deliver(world.resources, worker_id="test", dm_log_id=row.id)
         for row in await logs(world)
         if row.pr_state is LegState.PENDING
     ]

@@ -7,19 +7,19 @@ from datetime import timedelta
 
 import pytest
 
+from app.db.engine import autocommit
 from app.db.models import LegState
 from app.delivery.send import claims
 from app.delivery.send.budget import HourlyBudget
-from app.delivery.send.comment_flow import process_comment
+from app.delivery.send.dispatch import deliver
+from app.delivery.send.legs import AccountUnable, Claim
 from app.delivery.send.quota import usage, usage_month
 from tests.integration.delivery.conftest import World
 from tests.integration.delivery.polling import account
 
 
-async def _claim(
-    world: World, dm_log_id: int, worker: str
-) -> claims.Claim | claims.AccountUnable | None:
-    async with claims.autocommit(world.resources.engine) as conn:
+async def _claim(world: World, dm_log_id: int, worker: str) -> Claim | AccountUnable | None:
+    async with autocommit(world.resources.engine) as conn:
         return await claims.claim_private_reply(
             conn,
             dm_log_id=dm_log_id,
@@ -40,7 +40,7 @@ async def test_sixteen_concurrent_claims_on_one_leg_one_wins(world: World) -> No
     assert log.pr_state is LegState.IN_FLIGHT
     assert log.pr_attempts == 1
     assert len(await world.attempts(row.id)) == 1
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         assert (await usage(conn, world.workspace_id)).reserved == 1
 
 
@@ -48,14 +48,14 @@ async def test_the_attempt_budget_holds_across_separate_jobs(world: World) -> No
     row = await world.comment()
     world.admin.add_fault("messages", "reject", code=4)
     for attempt in (1, 2, 3):
-        report = await process_comment(world.resources, worker_id=f"job{attempt}", dm_log_id=row.id)
+        report = await deliver(world.resources, worker_id=f"job{attempt}", dm_log_id=row.id)
         log = await world.log(row.id)
         assert log.pr_attempts == attempt
         if attempt < 3:
             assert report.private == "PENDING"
             assert log.pr_next_attempt_at is not None
             # A job arriving before the retry time (a duplicate, the relay) does nothing.
-            early = await process_comment(world.resources, worker_id="early", dm_log_id=row.id)
+            early = await deliver(world.resources, worker_id="early", dm_log_id=row.id)
             assert early.private is None
             assert "nothing due" in early.notes
             await world.execute(
@@ -63,11 +63,11 @@ async def test_the_attempt_budget_holds_across_separate_jobs(world: World) -> No
                 id=row.id,
             )
     assert (await world.log(row.id)).pr_state is LegState.FAILED
-    late = await process_comment(world.resources, worker_id="job4", dm_log_id=row.id)
+    late = await deliver(world.resources, worker_id="job4", dm_log_id=row.id)
     assert late.private is None
     assert world.stats(row.trigger_id)["send_requests"] == 3
     assert len(await world.attempts(row.id)) == 3
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         assert (await usage(conn, world.workspace_id)).reserved == 0  # given back each time
 
 
@@ -75,8 +75,8 @@ async def test_two_comments_of_one_person_at_once_get_one_dm(world: World) -> No
     first = await world.comment("marco_rossi", "RECIPE")
     second = await world.comment("marco_rossi", "recipe pls")
     reports = await asyncio.gather(
-        process_comment(world.resources, worker_id="a", dm_log_id=first.id),
-        process_comment(world.resources, worker_id="b", dm_log_id=second.id),
+        deliver(world.resources, worker_id="a", dm_log_id=first.id),
+        deliver(world.resources, worker_id="b", dm_log_id=second.id),
     )
     assert sorted(str(r.private) for r in reports) == ["SENT", "SKIPPED_DEDUP"]
     assert len(world.inbox("marco_rossi")) == 1
@@ -85,20 +85,16 @@ async def test_two_comments_of_one_person_at_once_get_one_dm(world: World) -> No
 async def test_a_definite_failure_frees_the_person_for_a_later_comment(world: World) -> None:
     first = await world.comment("olga.petrova")
     world.admin.add_fault("messages", "reject", code=551, times=1)
-    assert (await process_comment(world.resources, worker_id="a", dm_log_id=first.id)).private == (
-        "FAILED"
-    )
+    assert (await deliver(world.resources, worker_id="a", dm_log_id=first.id)).private == ("FAILED")
     second = await world.comment("olga.petrova", "RECIPE again")
-    assert (await process_comment(world.resources, worker_id="a", dm_log_id=second.id)).private == (
-        "SENT"
-    )
+    assert (await deliver(world.resources, worker_id="a", dm_log_id=second.id)).private == ("SENT")
 
 
 async def test_once_per_person_off_lets_every_comment_through(world: World) -> None:
     campaign = await world.campaign(name="Every time", once_per_person=False)
     rows = [await world.comment("zoe.lefevre", campaign_id=campaign) for _ in range(2)]
     for row in rows:
-        report = await process_comment(world.resources, worker_id="a", dm_log_id=row.id)
+        report = await deliver(world.resources, worker_id="a", dm_log_id=row.id)
         assert report.private == "SENT"
     assert len(world.inbox("zoe.lefevre")) == 2
 
@@ -130,10 +126,10 @@ async def test_no_leg_is_claimed_while_the_account_cannot_send(
         wait=paused_for,
     )
     refused = await _claim(world, row.id, "w")
-    assert isinstance(refused, claims.AccountUnable)
+    assert isinstance(refused, AccountUnable)
     assert refused.status == status
     assert (refused.paused_until is None) is (paused_for is None)
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         public = await claims.claim_public_reply(
             conn, dm_log_id=row.id, worker_id="w", reply_text="hi"
         )
@@ -148,7 +144,7 @@ async def test_no_leg_is_claimed_while_the_account_cannot_send(
         "UPDATE instagram_accounts SET status = 'paused', paused_until = now() - interval '1 s'"
     )
     claim = await _claim(world, row.id, "w")
-    assert isinstance(claim, claims.Claim)
+    assert isinstance(claim, Claim)
     assert claim.won
 
 
@@ -160,7 +156,7 @@ async def test_a_pause_after_the_load_stops_the_claim_and_the_work_waits(world: 
     # While this job's public reply is on its way, another job meets a 368 and pauses the
     # account: this job loaded an active account, its private-reply claim must see the pause.
     world.admin.add_fault("replies", "latency", seconds=1.0, times=1)
-    job = asyncio.create_task(process_comment(world.resources, worker_id="w", dm_log_id=row.id))
+    job = asyncio.create_task(deliver(world.resources, worker_id="w", dm_log_id=row.id))
     await asyncio.sleep(0.5)
     await world.execute(
         "UPDATE instagram_accounts SET status = 'paused', paused_until = now() + interval '6 h'"

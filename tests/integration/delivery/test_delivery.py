@@ -6,14 +6,15 @@ import asyncio
 
 from sqlalchemy import text
 
+from app.db.engine import autocommit
 from app.db.models import AttemptClass, LegState
-from app.delivery.send.comment_flow import process_comment
+from app.delivery.send.dispatch import deliver
 from tests.integration.delivery.conftest import World
 
 
 async def test_a_comment_gets_exactly_one_private_reply(world: World) -> None:
     row = await world.comment("jane.doe")
-    report = await process_comment(world.resources, worker_id="w1", dm_log_id=row.id)
+    report = await deliver(world.resources, worker_id="w1", dm_log_id=row.id)
     assert report.private == "SENT", report
     log = await world.log(row.id)
     assert log.pr_state is LegState.SENT
@@ -28,7 +29,7 @@ async def test_a_comment_gets_exactly_one_private_reply(world: World) -> None:
     assert attempts[0].http_status == 200
 
     again = await asyncio.gather(
-        *(process_comment(world.resources, worker_id=f"w{i}", dm_log_id=row.id) for i in range(5))
+        *(deliver(world.resources, worker_id=f"w{i}", dm_log_id=row.id) for i in range(5))
     )
     assert all(r.private is None for r in again)
     assert world.stats(row.trigger_id)["send_requests"] == 1
@@ -42,7 +43,7 @@ async def test_stale_claims_become_unconfirmed_and_get_an_inbox_check(world: Wor
     from app.delivery.send.quota import usage_month
 
     row = await world.comment("lucia.mendez")
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         claim = await claims.claim_private_reply(
             conn,
             dm_log_id=row.id,
@@ -73,13 +74,12 @@ async def test_stale_claims_become_unconfirmed_and_get_an_inbox_check(world: Wor
     assert log.pr_evidence is not None
     assert log.pr_evidence["inbox_check"]["result"] == "not_found"
     assert "checked_at" in log.pr_evidence["inbox_check"]
-    assert (await process_comment(world.resources, worker_id="w", dm_log_id=row.id)).private is None
+    assert (await deliver(world.resources, worker_id="w", dm_log_id=row.id)).private is None
     assert world.stats(row.trigger_id)["send_requests"] == 0
 
 
 async def test_repeated_enqueues_and_the_relay_send_once(world: World) -> None:
     from app.delivery.recovery import sweeps
-    from app.delivery.send import claims
     from app.delivery.send.scheduling import enqueue_delivery
 
     row = await world.comment("yamada.hanako")
@@ -87,10 +87,10 @@ async def test_repeated_enqueues_and_the_relay_send_once(world: World) -> None:
     assert await enqueue_delivery(queue, row.id)
     assert await enqueue_delivery(queue, row.id)  # coalesced with the waiting job
     assert await queue.count("queued") == 1
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         relayed = await sweeps.relay_due_work(conn, queue, grace_s=0)
     assert relayed.enqueued == 1
     assert await queue.count("queued") == 1, "the relay's key matches the waiting job"
     for _ in range(3):
-        await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+        await deliver(world.resources, worker_id="w", dm_log_id=row.id)
     assert len(world.inbox("yamada.hanako")) == 1

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from app.db.engine import autocommit
 from app.db.models import AccountStatus, AttemptClass, InstagramAccount, LegState, OperationalEvent
 from app.delivery.recovery import sweeps
 from app.delivery.recovery.inbox_check import verify_unconfirmed
 from app.delivery.recovery.manual_retry import RetryStatus
-from app.delivery.send import claims
-from app.delivery.send.comment_flow import process_comment
+from app.delivery.send.dispatch import deliver
 from tests.integration.delivery.conftest import SEND_TIMEOUT_S, World
 
 AMBIGUOUS = {
@@ -35,7 +35,7 @@ async def test_ambiguous_outcomes_are_unconfirmed_and_never_resent(
 ) -> None:
     row = await world.comment("jane.doe")
     world.admin.add_fault("messages", times=1, **fault)
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=row.id)
     assert report.private == "UNCONFIRMED", report
     log = await world.log(row.id)
     assert log.pr_state is LegState.UNCONFIRMED
@@ -44,11 +44,11 @@ async def test_ambiguous_outcomes_are_unconfirmed_and_never_resent(
     assert attempt.classification is AttemptClass.AMBIGUOUS
 
     # Nothing that runs later sends again: the same job, the relay, the stale sweep.
-    await process_comment(world.resources, worker_id="w2", dm_log_id=row.id)
-    async with claims.autocommit(world.resources.engine) as conn:
+    await deliver(world.resources, worker_id="w2", dm_log_id=row.id)
+    async with autocommit(world.resources.engine) as conn:
         await sweeps.relay_due_work(conn, world.resources.queue, grace_s=0)
         await sweeps.sweep_stale_claims(conn, None, older_than_s=0)
-    await process_comment(world.resources, worker_id="w3", dm_log_id=row.id)
+    await deliver(world.resources, worker_id="w3", dm_log_id=row.id)
     stats = world.stats(row.trigger_id)
     assert stats["send_requests"] == 1
     assert stats["private_replies_delivered"] == 1
@@ -93,7 +93,7 @@ async def test_rate_limits_retry_later_within_the_budget(
     row = await world.comment()
     world.admin.add_fault("messages", "reject", code=code, subcode=subcode, times=1)
     started = datetime.now(UTC)
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=row.id)
     assert report.private == "PENDING"
     log = await world.log(row.id)
     assert log.pr_attempts == 1
@@ -106,9 +106,7 @@ async def test_rate_limits_retry_later_within_the_budget(
     assert attempt.meta_code == code
     assert world.inbox("jane.doe") == []
     await world.execute("UPDATE dm_logs SET pr_next_attempt_at = now() WHERE id = :id", id=row.id)
-    assert (await process_comment(world.resources, worker_id="w", dm_log_id=row.id)).private == (
-        "SENT"
-    )
+    assert (await deliver(world.resources, worker_id="w", dm_log_id=row.id)).private == ("SENT")
     assert len(world.inbox("jane.doe")) == 1
 
 
@@ -120,7 +118,7 @@ async def test_a_retryable_rejection_is_retried_after_5_then_15_minutes_then_fai
     waits = []
     for attempt in (1, 2):
         started = datetime.now(UTC)
-        report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+        report = await deliver(world.resources, worker_id="w", dm_log_id=row.id)
         assert report.private == "PENDING"
         log = await world.log(row.id)
         assert log.pr_attempts == attempt
@@ -132,7 +130,7 @@ async def test_a_retryable_rejection_is_retried_after_5_then_15_minutes_then_fai
     for wait, minutes in zip(waits, (5, 15), strict=True):
         assert timedelta(minutes=minutes) <= wait <= timedelta(minutes=minutes, seconds=10)
     # The third attempt is the budget's last: no retry is scheduled after it.
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=row.id)
     assert report.private == "FAILED"
     log = await world.log(row.id)
     assert (log.pr_attempts, log.pr_next_attempt_at) == (3, None)
@@ -148,7 +146,7 @@ async def test_final_rejections_settle_without_retry(
 ) -> None:
     row = await world.comment()
     world.admin.add_fault("messages", "reject", code=code, subcode=subcode)
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=row.id)
     assert report.private == state.value
     log = await world.log(row.id)
     assert log.pr_state is state
@@ -157,14 +155,14 @@ async def test_final_rejections_settle_without_retry(
     assert log.pr_next_attempt_at is None
     [attempt] = await world.attempts(row.id)
     assert attempt.classification is AttemptClass.REJECTED
-    await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    await deliver(world.resources, worker_id="w", dm_log_id=row.id)
     assert world.stats(row.trigger_id)["send_requests"] == 1
 
 
 async def test_code_2_is_ambiguous(world: World) -> None:
     row = await world.comment()
     world.admin.add_fault("messages", "reject", code=2)
-    assert (await process_comment(world.resources, worker_id="w", dm_log_id=row.id)).private == (
+    assert (await deliver(world.resources, worker_id="w", dm_log_id=row.id)).private == (
         "UNCONFIRMED"
     )
 
@@ -172,7 +170,7 @@ async def test_code_2_is_ambiguous(world: World) -> None:
 async def test_368_pauses_the_account_and_the_work_waits(world: World) -> None:
     row = await world.comment()
     world.admin.add_fault("messages", "reject", code=368, times=1)
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=row.id)
     assert report.private == "PENDING"
     log = await world.log(row.id)
     assert log.pr_attempts == 0, "a policy pause does not use up the message's attempts"
@@ -186,20 +184,20 @@ async def test_368_pauses_the_account_and_the_work_waits(world: World) -> None:
         kinds = (await session.scalars(select(OperationalEvent.kind))).all()
     assert kinds == ["account_paused"]
     other = await world.comment("marco_rossi")
-    waiting = await process_comment(world.resources, worker_id="w", dm_log_id=other.id)
+    waiting = await deliver(world.resources, worker_id="w", dm_log_id=other.id)
     assert waiting.private is None
     assert "waiting" in waiting.notes[0]
     assert world.stats(other.trigger_id)["send_requests"] == 0
     # When the pause is over the relay resumes the account and the work goes out.
     await world.execute("UPDATE instagram_accounts SET paused_until = now() - interval '1 second'")
     await world.execute("UPDATE dm_logs SET pr_next_attempt_at = now() - interval '2 minutes'")
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         relayed = await sweeps.relay_due_work(conn, world.resources.queue, grace_s=0)
     assert relayed.resumed_accounts == 1
     assert relayed.enqueued == 2
     for dm_log in (row, other):
         assert (
-            await process_comment(world.resources, worker_id="w", dm_log_id=dm_log.id)
+            await deliver(world.resources, worker_id="w", dm_log_id=dm_log.id)
         ).private == "SENT"
 
 
@@ -209,7 +207,7 @@ async def test_368_on_the_public_reply_stops_the_dm_of_the_same_job(world: World
     )
     row = await world.comment(campaign_id=campaign, public=True)
     world.admin.add_fault("replies", "reject", code=368, times=1)
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=row.id)
     assert (report.public, report.private) == ("PENDING", None)
     assert world.admin.requests(endpoint="messages") == [], "no DM was sent on a paused account"
     assert world.stats(row.trigger_id)["send_requests"] == 0
@@ -230,7 +228,7 @@ async def test_368_on_the_public_reply_stops_the_dm_of_the_same_job(world: World
     await world.execute(
         "UPDATE dm_logs SET pr_next_attempt_at = now(), pub_next_attempt_at = now()"
     )
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=row.id)
     assert (report.public, report.private) == ("SENT", "SENT")
     assert len(world.inbox("jane.doe")) == 1
 
@@ -239,7 +237,7 @@ async def test_190_refreshes_the_token_once_and_retries(world: World) -> None:
     row = await world.comment()
     before = (await world.log(row.id)).pr_attempts
     world.admin.add_fault("messages", "reject", code=190, subcode=463, times=1)
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=row.id)
     assert report.private == "PENDING"
     log = await world.log(row.id)
     assert log.pr_attempts == before
@@ -250,15 +248,13 @@ async def test_190_refreshes_the_token_once_and_retries(world: World) -> None:
         assert account.token_issued_at is not None
         assert datetime.now(UTC) - account.token_issued_at < timedelta(minutes=1)
     await world.execute("UPDATE dm_logs SET pr_next_attempt_at = now() WHERE id = :id", id=row.id)
-    assert (await process_comment(world.resources, worker_id="w", dm_log_id=row.id)).private == (
-        "SENT"
-    )
+    assert (await deliver(world.resources, worker_id="w", dm_log_id=row.id)).private == ("SENT")
 
 
 async def test_190_that_cannot_be_refreshed_marks_needs_reauth_and_waits(world: World) -> None:
     row = await world.comment()
     world.admin.revoke_tokens(account="sunny.bakes")
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=row.id)
     assert report.private == "PENDING"
     async with world.resources.sessionmaker() as session:
         account = await session.get(InstagramAccount, world.account_id)
@@ -271,7 +267,7 @@ async def test_190_that_cannot_be_refreshed_marks_needs_reauth_and_waits(world: 
     assert log.pr_attempts == 0
     # The relay leaves the work of an account that needs reconnecting alone.
     await world.execute("UPDATE dm_logs SET pr_next_attempt_at = now() - interval '2 minutes'")
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         assert (await sweeps.relay_due_work(conn, world.resources.queue, grace_s=0)).enqueued == 0
 
 
@@ -285,7 +281,7 @@ async def test_template_rejected_falls_back_to_text(world: World) -> None:
     world.admin.add_fault(
         "messages", "reject", code=100, message="(#100) Invalid button template payload", times=1
     )
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=row.id)
     assert report.private == "SENT"
     attempts = await world.attempts(row.id)
     assert [(a.request_kind, a.classification) for a in attempts] == [
@@ -312,7 +308,7 @@ async def test_no_text_fallback_after_window_or_used_comment(
     )
     row = await world.comment(campaign_id=campaign)
     world.admin.add_fault("messages", "reject", code=code, subcode=subcode, message=message)
-    await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    await deliver(world.resources, worker_id="w", dm_log_id=row.id)
     assert len(await world.attempts(row.id)) == 1
     assert world.stats(row.trigger_id)["send_requests"] == 1
 
@@ -320,7 +316,7 @@ async def test_no_text_fallback_after_window_or_used_comment(
 async def test_manual_retry_of_an_unconfirmed_send_confirmed_by_2534025(world: World) -> None:
     row = await world.comment()
     world.admin.add_fault("messages", "deliver_then_error", code=1, times=1)
-    await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    await deliver(world.resources, worker_id="w", dm_log_id=row.id)
     refused = await world.retry(row.id, confirm=False)
     assert refused.status is RetryStatus.NEEDS_CONFIRMATION
     other = await world.retry(row.id, confirm=True, workspace_id=world.workspace_id + 1)
@@ -328,7 +324,7 @@ async def test_manual_retry_of_an_unconfirmed_send_confirmed_by_2534025(world: W
     queued = await world.retry(row.id, confirm=True)
     assert queued.status is RetryStatus.QUEUED
     assert queued.enqueued
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=row.id)
     assert report.private == "SENT"
     log = await world.log(row.id)
     assert log.pr_evidence is not None
@@ -346,7 +342,7 @@ async def test_manual_retry_of_a_failed_send_gets_a_fresh_budget(world: World) -
     row = await world.comment()
     fault = world.admin.add_fault("messages", "reject", code=4)
     for _ in range(3):
-        await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+        await deliver(world.resources, worker_id="w", dm_log_id=row.id)
         await world.execute(
             "UPDATE dm_logs SET pr_next_attempt_at = now() WHERE id = :id", id=row.id
         )
@@ -354,9 +350,7 @@ async def test_manual_retry_of_a_failed_send_gets_a_fresh_budget(world: World) -
     world.admin.remove_fault(fault["id"])
     result = await world.retry(row.id, confirm=False)
     assert result.status is RetryStatus.QUEUED
-    assert (await process_comment(world.resources, worker_id="w", dm_log_id=row.id)).private == (
-        "SENT"
-    )
+    assert (await deliver(world.resources, worker_id="w", dm_log_id=row.id)).private == ("SENT")
     log = await world.log(row.id)
     assert log.pr_attempts == 4
     assert log.pr_attempt_limit == 6

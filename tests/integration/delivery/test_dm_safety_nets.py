@@ -4,6 +4,7 @@ check), a creator's retry works on a DM, and any delivery job runs any row."""
 
 from __future__ import annotations
 
+from app.db.engine import autocommit
 from app.db.models import LegState, PersonClaim, TriggerKind
 from app.delivery.recovery import sweeps
 from app.delivery.recovery.manual_retry import RetryStatus
@@ -40,7 +41,7 @@ async def test_the_relay_enqueues_a_lost_dm_job_under_its_own_name(world: World)
     assert job.function == JobName.PROCESS_MESSAGE
     await job.abort("lost with Redis")
     await world.resources.redis.flushdb()
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         relayed = await sweeps.relay_due_work(conn, queue, grace_s=0)
     assert relayed.enqueued == 1
     job = await queue.job(f"deliver:{row_id}")
@@ -51,7 +52,7 @@ async def test_the_relay_enqueues_a_lost_dm_job_under_its_own_name(world: World)
 async def test_a_dm_left_in_flight_becomes_unconfirmed_with_an_inbox_check(world: World) -> None:
     hooks = Hooks(world)
     row_id = await _dm_row(world, hooks, "marco_rossi")
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         claim = await claims.claim_private_reply(
             conn,
             dm_log_id=row_id,
@@ -112,7 +113,8 @@ async def test_a_dm_whose_window_closed_cannot_be_retried(world: World) -> None:
 
 
 async def test_any_delivery_job_runs_any_row(world: World) -> None:
-    """The dashboard's retry enqueues `process_comment` whatever the row: it is handed over."""
+    """The dashboard's retry enqueues `process_comment` whatever the row: the row's kind picks
+    its flow."""
     hooks = Hooks(world)
     row_id = await _dm_row(world, hooks, "zoe.lefevre")
     report = await deliver(
@@ -146,7 +148,7 @@ async def test_dms_count_against_the_quota_but_not_the_hourly_private_reply_budg
     await run_due(world)
     assert (await world.log(comment.id)).pr_state is LegState.PENDING
     assert (await one(world, TriggerKind.MESSAGE)).pr_state is LegState.SENT
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         assert (await usage(conn, world.workspace_id)).reserved == 1
 
     # The monthly quota counts every DM: with it used up, the next DM trigger is skipped.

@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 from datetime import timedelta
 
+from app.db.engine import autocommit
 from app.db.models import AttemptClass, DmLog, LegState, MessageKind, TriggerKind
 from app.delivery.recovery import sweeps
 from app.delivery.recovery.inbox_check import verify_unconfirmed
-from app.delivery.send import claims
 from app.queue import JobName
 from tests.integration.delivery.conftest import LEMON_REEL, World
 from tests.integration.delivery.conversations import (
@@ -149,7 +149,7 @@ async def test_the_relay_settles_an_expired_follow_up_nobody_ran(world: World) -
         "UPDATE dm_logs SET deadline_at = now() - interval '1 minute' WHERE id = :id",
         id=follow_up.id,
     )
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         relayed = await sweeps.relay_due_work(conn, world.resources.queue, grace_s=0)
     assert relayed.expired == 1
     row = await world.log(follow_up.id)
@@ -185,7 +185,7 @@ async def test_an_ambiguous_follow_up_is_unconfirmed_and_never_resent(world: Wor
 
     await make_due(world, follow_up.id)
     await run_due(world)
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         await sweeps.relay_due_work(conn, world.resources.queue, grace_s=0)
         await sweeps.sweep_stale_claims(conn, None, older_than_s=0)
     await run_due(world)

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from app.db.models import LegState, MessageKind, MessagingMissReason, TriggerKind
 from app.delivery.content.postbacks import postback_key
-from app.delivery.send.dm_flow import process_dm
+from app.delivery.send.dispatch import deliver
 from tests.integration.delivery.conftest import LEMON_REEL, SUNNY, World
 from tests.integration.delivery.conversations import (
     ACCOUNT,
@@ -113,7 +113,7 @@ async def test_two_taps_processed_at_the_same_instant_send_one_reveal(world: Wor
     assert len(taps) == 2
     reports = await asyncio.gather(
         *(
-            process_dm(world.resources, worker_id=f"w{i}", dm_log_id=row.id)
+            deliver(world.resources, worker_id=f"w{i}", dm_log_id=row.id)
             for i, row in enumerate(taps * 3)
         )
     )

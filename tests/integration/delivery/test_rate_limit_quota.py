@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from app.db.engine import autocommit
 from app.db.models import LegState
-from app.delivery.send import claims, quota
+from app.delivery.send import quota
 from app.delivery.send.budget import BudgetFull, HourlyBudget, Slot
-from app.delivery.send.comment_flow import process_comment
+from app.delivery.send.dispatch import deliver
 from tests.integration.delivery.conftest import World
 
 
@@ -47,7 +48,7 @@ async def test_a_full_budget_reschedules_and_a_closing_window_skips(world: World
     for _ in range(world.resources.settings.private_replies_per_hour):
         await budget.reserve(world.account_id)
     waiting = await world.comment("jane.doe")
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=waiting.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=waiting.id)
     assert report.private == "waiting for budget"
     log = await world.log(waiting.id)
     assert log.pr_state is LegState.PENDING
@@ -56,7 +57,7 @@ async def test_a_full_budget_reschedules_and_a_closing_window_skips(world: World
     assert log.pr_next_attempt_at - log.created_at > timedelta(minutes=59)
     # A comment whose 7-day window closes before a slot frees is not kept waiting.
     late = await world.comment("marco_rossi", age=timedelta(days=6, hours=23, minutes=30))
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=late.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=late.id)
     assert report.private == "SKIPPED_WINDOW_EXPIRED"
     assert world.stats(waiting.trigger_id)["send_requests"] == 0
 
@@ -64,10 +65,10 @@ async def test_a_full_budget_reschedules_and_a_closing_window_skips(world: World
 async def test_quota_is_taken_by_exactly_as_many_as_it_allows(world: World) -> None:
     await world.execute("UPDATE workspaces SET monthly_dm_quota = 3")
     limited = world
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
 
         async def one() -> bool:
-            async with claims.autocommit(world.resources.engine) as own:
+            async with autocommit(world.resources.engine) as own:
                 return await quota.reserve(own, limited.workspace_id)
 
         results = await asyncio.gather(*(one() for _ in range(12)))
@@ -78,7 +79,7 @@ async def test_quota_is_taken_by_exactly_as_many_as_it_allows(world: World) -> N
 
 
 async def _reserved(world: World) -> int:
-    async with claims.autocommit(world.resources.engine) as conn:
+    async with autocommit(world.resources.engine) as conn:
         return (await quota.usage(conn, world.workspace_id)).reserved
 
 
@@ -88,25 +89,25 @@ async def test_quota_is_given_back_on_a_definite_rejection_and_kept_on_an_ambigu
     await world.execute("UPDATE workspaces SET monthly_dm_quota = 2")
     rejected = await world.comment("jane.doe")
     world.admin.add_fault("messages", "reject", code=551, times=1)
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=rejected.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=rejected.id)
     assert report.private == "FAILED"
     assert await _reserved(world) == 0, "nothing was delivered: the DM goes back to the quota"
 
     # Delivered, then an error: Meta may well have sent it, so it stays counted.
     ambiguous = await world.comment("marco_rossi")
     world.admin.add_fault("messages", "deliver_then_error", code=1, times=1)
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=ambiguous.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=ambiguous.id)
     assert report.private == "UNCONFIRMED"
     assert len(world.inbox("marco_rossi")) == 1
     assert await _reserved(world) == 1
 
     sent = await world.comment("olga.petrova")
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=sent.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=sent.id)
     assert report.private == "SENT"
     assert await _reserved(world) == 2
 
     over = await world.comment("zoe.lefevre")
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=over.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=over.id)
     assert report.private == "SKIPPED_QUOTA"
     assert world.stats(over.trigger_id)["send_requests"] == 0
     assert await _reserved(world) == 2
@@ -139,7 +140,7 @@ async def test_the_hourly_slot_is_given_back_only_when_nothing_was_delivered(
     if fault:
         world.admin.add_fault("messages", times=1, **fault)
     assert await budget.used(world.account_id) == 0
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=row.id)
     assert report.private == state
     assert world.stats(row.trigger_id)["send_requests"] == 1
     # Meta counts a private reply it may have delivered against its hourly limit: so do we.
@@ -152,7 +153,7 @@ async def test_public_reply_leg_is_independent(world: World) -> None:
     )
     row = await world.comment(campaign_id=campaign, public=True)
     world.admin.add_fault("messages", "reject", code=551)
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=row.id)
     assert (report.public, report.private) == ("SENT", "FAILED")
     log = await world.log(row.id)
     assert log.pub_state is LegState.SENT
@@ -160,7 +161,7 @@ async def test_public_reply_leg_is_independent(world: World) -> None:
     assert log.pub_text
     replies = world.admin.replies(comment_id=row.trigger_id)
     assert [r["text"] for r in replies] == ["Check your DMs 📩"]
-    await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    await deliver(world.resources, worker_id="w", dm_log_id=row.id)
     assert len(world.admin.replies(comment_id=row.trigger_id)) == 1
 
 
@@ -170,21 +171,21 @@ async def test_public_reply_failure_does_not_block_the_dm(world: World) -> None:
     )
     row = await world.comment(campaign_id=campaign, public=True)
     world.admin.add_fault("replies", "deliver_then_error", code=1, times=1)
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=row.id)
     assert (report.public, report.private) == ("UNCONFIRMED", "SENT")
 
 
 async def test_inactive_campaign_and_paused_account_skip(world: World) -> None:
     row = await world.comment()
     await world.execute("UPDATE campaigns SET status = 'paused'")
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=row.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=row.id)
     assert report.private == "SKIPPED_CAMPAIGN_INACTIVE"
     await world.execute("UPDATE campaigns SET status = 'active'")
     await world.execute("UPDATE instagram_accounts SET status = 'paused'")
     other = await world.comment("marco_rossi")
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=other.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=other.id)
     assert report.private == "SKIPPED_ACCOUNT_PAUSED"
     expired = await world.comment("olga.petrova", age=timedelta(days=8))
     await world.execute("UPDATE instagram_accounts SET status = 'active'")
-    report = await process_comment(world.resources, worker_id="w", dm_log_id=expired.id)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=expired.id)
     assert report.private == "SKIPPED_WINDOW_EXPIRED"

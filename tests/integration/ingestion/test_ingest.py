@@ -26,7 +26,7 @@ from app.db.models import (
 )
 from app.db.models import MessagingEventKind as Kind
 from app.db.models import MessagingMissReason as Miss
-from app.delivery.intake.ingest import enqueue_deliveries, ingest_comments
+from app.delivery.intake.comments import enqueue_deliveries, ingest_comments
 from app.delivery.intake.outbox import redrive_failed, run_ingest
 from app.instagram.webhook_payload import comment_from_graph
 from app.resources import Resources

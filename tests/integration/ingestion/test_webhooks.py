@@ -19,7 +19,7 @@ from app.db.models import (
     WebhookEvent,
     WebhookStatus,
 )
-from app.delivery.intake.ingest import enqueue_deliveries, ingest_comments
+from app.delivery.intake.comments import enqueue_deliveries, ingest_comments
 from app.instagram.webhook_payload import comment_from_graph
 from app.resources import Resources
 from tests.integration.ingestion.conftest import MAX_BODY

@@ -1,0 +1,248 @@
+"""Comments into the ledger: a `comments` row each, and a PENDING delivery for each new match.
+
+For a batch of comments, from webhooks (`ingest.ingest_events`) or from a poll (the
+reconciler, `via=SeenVia.POLL`): load the accounts involved and their active campaigns in one
+query and decide each comment's campaign (`app.campaigns.matching`) before writing anything;
+then insert the ledger rows (`ON CONFLICT (account_id, comment_id) DO NOTHING RETURNING`) and
+a PENDING `dm_logs` row for each *new* matched comment (`ON CONFLICT (account_id,
+trigger_id) DO NOTHING RETURNING id`), each in one multi-row statement whatever the batch
+size. A comment already in the ledger adds nothing, whichever path saw it first: the unique
+keys are the dedupe.
+
+Everything runs in the caller's transaction; after its commit each new row is owed one
+`process_comment` job (`enqueue_deliveries`, keyed `deliver:<id>`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from saq import Queue
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.campaigns.matching import (
+    CampaignRule,
+    CommentFacts,
+    MatchDecision,
+    choose_campaign,
+    miss,
+)
+from app.campaigns.rules import AccountRules, load_account_rules
+from app.db.models import (
+    AccountStatus,
+    CommentOutcome,
+    LegState,
+    MissReason,
+    SeenVia,
+    TriggerKind,
+)
+from app.db.raw import Db, db_of
+from app.delivery.intake.bulk import INSERT_DM_LOGS, BulkInsert
+from app.delivery.send.scheduling import delivery_key
+from app.instagram.webhook_payload import CommentItem
+from app.queue import JobName, enqueue_many
+
+# Meta accepts a private reply for 7 days after the comment.
+PRIVATE_REPLY_WINDOW = timedelta(days=7)
+_INSERT_COMMENTS = BulkInsert(
+    "comments",
+    (
+        ("account_id", "bigint"),
+        ("comment_id", "varchar"),
+        ("media_id", "varchar"),
+        ("original_media_id", "varchar"),
+        ("parent_id", "varchar"),
+        ("text", "text"),
+        ("commenter_id", "varchar"),
+        ("commenter_username", "varchar"),
+        ("commented_at", "timestamptz"),
+        ("first_seen_via", "varchar"),
+        ("webhook_event_id", "bigint"),
+        ("outcome", "varchar"),
+        ("miss_reason", "varchar"),
+        ("campaign_id", "bigint"),
+        ("matched_keyword", "varchar"),
+        ("decision", "jsonb"),
+    ),
+    conflict="account_id, comment_id",
+    returning="id, account_id, comment_id",
+)
+
+
+@dataclass(slots=True)
+class CommentIngest:
+    """What became of a batch of comments."""
+
+    # New `dm_logs` rows, each owed one `process_comment` job once the transaction commits.
+    deliveries: list[int] = field(default_factory=list)
+    # Per source event (None for comments not from a webhook): new, duplicate, matched,
+    # miss:<reason>, unknown_account.
+    per_event: dict[int | None, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    unknown_accounts: Counter[str] = field(default_factory=Counter)
+
+    def totals(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for counts in self.per_event.values():
+            total.update(counts)
+        return total
+
+
+async def ingest_comments(
+    session: AsyncSession,
+    comments: Sequence[CommentItem],
+    *,
+    via: SeenVia,
+    webhook_event_id: int | None = None,
+) -> CommentIngest:
+    """Ledger rows (and PENDING deliveries for new matches) for these comments.
+
+    Runs in the caller's transaction: commit, then `enqueue_deliveries(queue,
+    result.deliveries)`. A comment already in the ledger adds nothing, whichever path saw it
+    first.
+    """
+    return await ingest_comment_batch(
+        await db_of(session), [(comment, webhook_event_id) for comment in comments], via=via
+    )
+
+
+async def enqueue_deliveries(queue: Queue, dm_log_ids: Sequence[int]) -> int:
+    """One `process_comment` job per new log row, keyed `deliver:<id>`; returns how many."""
+    jobs = [(delivery_key(log_id, None), {"dm_log_id": log_id}) for log_id in dm_log_ids]
+    return await enqueue_many(queue, JobName.PROCESS_COMMENT, jobs)
+
+
+async def ingest_comment_batch(
+    db: Db,
+    items: Iterable[tuple[CommentItem, int | None]],
+    *,
+    via: SeenVia,
+    accounts: dict[str, AccountRules] | None = None,
+) -> CommentIngest:
+    """`ingest_comments` on a psycopg connection, for comments each tagged with the webhook
+    event it came in (None: polled), with the `accounts` the caller already loaded if any."""
+    result = CommentIngest()
+    unique: dict[tuple[str, str], tuple[CommentItem, int | None]] = {}
+    for comment, event_id in items:
+        if (
+            unique.setdefault((comment.account_ig_id, comment.comment_id), (comment, event_id))[0]
+            is not comment
+        ):
+            result.per_event[event_id]["duplicate"] += 1
+    if not unique:
+        return result
+    if accounts is None:
+        accounts = await load_account_rules(db, {ig for ig, _ in unique})
+
+    pending: dict[tuple[int, str], tuple[CommentItem, int | None, MatchDecision]] = {}
+    rows: list[dict[str, Any]] = []
+    for (ig_id, comment_id), (comment, event_id) in unique.items():
+        account = accounts.get(ig_id)
+        if account is None:
+            # No account row, no ledger row: the count lands on the event instead.
+            result.unknown_accounts[ig_id] += 1
+            result.per_event[event_id]["unknown_account"] += 1
+            continue
+        decision = _decide(account, comment)
+        pending[(account.account_id, comment_id)] = (comment, event_id, decision)
+        rows.append(_comment_row(account, comment, decision, via, event_id))
+    if not rows:
+        return result
+
+    # Sorted by the unique key: concurrent batches then take row locks in one order, so two
+    # jobs holding overlapping comments wait for each other instead of deadlocking.
+    rows.sort(key=lambda row: (row["account_id"], row["comment_id"]))
+    inserted = await _INSERT_COMMENTS.execute(db, rows)
+    log_rows: list[dict[str, Any]] = []
+    for row_id, account_id, comment_id in inserted:
+        comment, event_id, decision = pending.pop((account_id, comment_id))
+        counts = result.per_event[event_id]
+        counts["new"] += 1
+        campaign = decision.campaign
+        if campaign is None:
+            counts[f"miss:{decision.miss_reason}"] += 1
+            continue
+        counts["matched"] += 1
+        log_rows.append(_log_row(account_id, row_id, comment, decision, campaign))
+    for _, event_id, _ in pending.values():
+        result.per_event[event_id]["duplicate"] += 1
+    if log_rows:
+        log_rows.sort(key=lambda row: (row["account_id"], row["trigger_id"]))
+        result.deliveries = [row[0] for row in await INSERT_DM_LOGS.execute(db, log_rows)]
+    return result
+
+
+def comment_facts(comment: CommentItem) -> CommentFacts:
+    """What matching needs of a comment, however it arrived (webhook or poll)."""
+    return CommentFacts(
+        text=comment.text,
+        media_id=comment.media_id,
+        original_media_id=comment.original_media_id,
+        commenter_id=comment.commenter_id,
+        parent_id=comment.parent_id,
+        is_own=comment.is_own,
+        commented_at=comment.commented_at,
+    )
+
+
+def _decide(account: AccountRules, comment: CommentItem) -> MatchDecision:
+    # A paused or re-auth account still gets its work: it waits, it is not dropped.
+    if account.status is AccountStatus.DISCONNECTED:
+        return miss(MissReason.ACCOUNT_INACTIVE)
+    return choose_campaign(account.rules, comment_facts(comment))
+
+
+def _comment_row(
+    account: AccountRules,
+    comment: CommentItem,
+    decision: MatchDecision,
+    via: SeenVia,
+    event_id: int | None,
+) -> dict[str, Any]:
+    return {
+        "account_id": account.account_id,
+        "comment_id": comment.comment_id,
+        "media_id": comment.media_id,
+        "original_media_id": comment.original_media_id,
+        "parent_id": comment.parent_id,
+        "text": comment.text,
+        "commenter_id": comment.commenter_id,
+        "commenter_username": comment.commenter_username,
+        "commented_at": comment.commented_at,
+        "first_seen_via": via.value,
+        "webhook_event_id": event_id,
+        "outcome": (CommentOutcome.MATCHED if decision.matched else CommentOutcome.MISSED).value,
+        "miss_reason": decision.miss_reason.value if decision.miss_reason else None,
+        "campaign_id": decision.campaign_id,
+        "matched_keyword": decision.matched_keyword,
+        "decision": decision.to_json(),
+    }
+
+
+def _log_row(
+    account_id: int,
+    comment_row_id: int,
+    comment: CommentItem,
+    decision: MatchDecision,
+    campaign: CampaignRule,
+) -> dict[str, Any]:
+    return {
+        "workspace_id": campaign.workspace_id,
+        "account_id": account_id,
+        "campaign_id": campaign.id,
+        "campaign_version": campaign.version,
+        "trigger_kind": TriggerKind.COMMENT.value,
+        "trigger_id": comment.comment_id,
+        "comment_row_id": comment_row_id,
+        "media_id": comment.media_id,
+        "recipient_id": comment.commenter_id,
+        "recipient_username": comment.commenter_username,
+        "trigger_text": comment.text,
+        "matched_keyword": decision.matched_keyword,
+        "deadline_at": comment.commented_at + PRIVATE_REPLY_WINDOW,
+        "pr_state": LegState.PENDING.value,
+        "pub_state": LegState.PENDING.value if campaign.public_reply else None,
+    }
