@@ -7,7 +7,7 @@
 - signed in as the invited email → an Accept button; as someone else → say so, offer sign-out.
 
 Accepting is one conditional UPDATE of the invite (still open, unexpired, for this email)
-plus the membership insert (`app.workspaces.team.accept_invite`), so two tabs or a double
+plus the membership insert (`app.workspaces.invites.accept_invite`), so two tabs or a double
 click accept once. Then the session id is rotated, as at sign-in, onto the invited workspace.
 The token is in the URL: these pages send `Referrer-Policy: no-referrer`, the log scrubs
 `/invite/…` paths (`app.logs`), and the one-time key of the sign-up form is fingerprinted
@@ -55,16 +55,15 @@ from app.web.idempotency import (
     redirect_to,
     unfinished_response,
 )
-from app.workspaces.team import (
+from app.workspaces.invites import (
     Accepted,
     InviteState,
     InviteView,
     accept_invite,
     find_invite,
     hash_token,
-    is_member,
-    workspaces_of,
 )
+from app.workspaces.members import is_member, workspaces_of
 
 _HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 _CLOSED = {

@@ -1,5 +1,6 @@
 """The Team page (members, open invites, inviting, roles, removing, leaving) and the workspace
-switcher. The rules live in `app.workspaces.team`; these handlers turn its answers into pages.
+switcher. The rules live in `app.workspaces` (roles, members, invites); these handlers turn their
+answers into pages.
 
 Everyone in the workspace sees the page; owners and admins change things (members get 403 on
 the forms and see the buttons disabled). Every form carries a CSRF token and a one-time key
@@ -29,25 +30,24 @@ from app.db.models import Role
 from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
 from app.web.idempotency import idempotent, notice_response, redirect_to
-from app.workspaces.team import (
+from app.workspaces.invites import (
     INVITABLE_ROLES,
     InviteCreated,
-    MemberRow,
-    Problem,
-    Refusal,
-    change_role,
     check_invite_input,
     create_invite,
     invite_link,
+    list_open_invites,
+    revoke_invite,
+)
+from app.workspaces.members import (
+    MemberRow,
+    change_role,
     leave_workspace,
     list_members,
-    list_open_invites,
-    may_remove,
     remove_member,
-    revoke_invite,
-    role_choices,
     workspaces_of,
 )
+from app.workspaces.roles import Problem, Refusal, may_remove, role_choices
 
 _NO_STORE = {"Cache-Control": "no-store"}
 ROLE_NOTE = "Your role lets you see the team; owners and admins invite people and change roles."
