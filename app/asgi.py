@@ -20,7 +20,7 @@ from litestar.static_files import create_static_files_router
 from litestar.stores.redis import RedisStore
 from redis.asyncio import Redis
 
-from app.auth.current import LoginRequired, login_redirect, provide_editor, provide_viewer
+from app.auth.current import LoginRequired, provide_editor, provide_viewer
 from app.auth.sessions import SESSION_STORE, session_config, session_store
 from app.resources import Resources
 from app.settings import Settings, load_settings
@@ -28,7 +28,7 @@ from app.web.accounts import AccountsController
 from app.web.auth import AuthController
 from app.web.campaigns import CampaignsController
 from app.web.deps import close_request_session, provide_db_session, provide_resources
-from app.web.errors import http_exception_handler, internal_error_handler
+from app.web.errors import http_exception_handler, internal_error_handler, login_redirect
 from app.web.health import HealthController
 from app.web.invites import InviteController
 from app.web.log import LogController

@@ -8,9 +8,10 @@ Handlers declare what they need by parameter name:
 
 Both are re-read from PostgreSQL on every request, so removing someone from a workspace or
 changing their role takes effect at once, whatever their session says. Without a valid
-session `LoginRequired` is raised; its handler sends people to the sign-in page and brings
-them back afterwards. Objects of other workspaces are looked up with `workspace_id` in the
-query and answer 404, never 403, so their existence is not revealed.
+session `LoginRequired` is raised; its handler (`app.web.errors.login_redirect`) sends people
+to the sign-in page and brings them back afterwards. Objects of other workspaces are looked
+up with `workspace_id` in the query and answer 404, never 403, so their existence is not
+revealed.
 """
 
 from __future__ import annotations
@@ -18,13 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
-from litestar import MediaType, Request, Response
 from litestar.di import NamedDependency
 from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
 from litestar.plugins.htmx import HTMXRequest
-from litestar.response import Redirect
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -135,23 +133,3 @@ def safe_next(target: str | None) -> str:
     if not target or not target.startswith("/") or target.startswith(("//", "/\\")):
         return "/"
     return target
-
-
-def login_redirect(request: Request[Any, Any, Any], exc: LoginRequired) -> Response[Any]:
-    htmx = request.htmx if isinstance(request, HTMXRequest) else None
-    if "text/html" not in request.headers.get("accept", "") and not htmx:
-        return Response(
-            {"status_code": 401, "detail": "Please sign in"},
-            status_code=401,
-            media_type=MediaType.JSON,
-        )
-    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    if htmx:
-        # A partial is no page to come back to; return to the page it was part of.
-        here = htmx.current_url_abs_path or "/"
-    elif request.method != "GET":
-        here = "/"  # a form's POST address is no page to come back to
-    target = "/login" if safe_next(here) == "/" else f"/login?next={quote(safe_next(here))}"
-    if htmx:
-        return Response(content="", status_code=200, headers={"HX-Redirect": target})
-    return Redirect(target, status_code=303)

@@ -63,8 +63,8 @@ from app.delivery.content.follow_ups import render_follow_up
 from app.instagram.graph import GraphError
 from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
+from app.web.htmx import wants_partial
 from app.web.idempotency import idempotent, redirect_to
-from app.web.templating import wants_partial
 
 _NO_STORE = {"Cache-Control": "no-store"}
 PREVIEW_USERNAME = "jane.doe"
@@ -110,7 +110,7 @@ async def _editor(
         "can_change": viewer.can_change,
         "preview": _preview_context(form),
     }
-    template = "campaigns/_form.html" if request.htmx else "campaigns/edit.html"
+    template = "campaigns/_form.html" if wants_partial(request) else "campaigns/edit.html"
     return Template(template, context=context, status_code=status_code, headers=_NO_STORE)
 
 

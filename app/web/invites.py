@@ -23,8 +23,8 @@ from typing import Any
 from litestar import Controller, Response, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath
-from litestar.plugins.htmx import HTMXRequest
-from litestar.response import Template
+from litestar.plugins.htmx import ClientRedirect, HTMXRequest
+from litestar.response import Redirect, Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.current import Viewer, optional_viewer
@@ -144,8 +144,8 @@ def _invite_page(
 
 
 def _is_success(response: Response[Any]) -> bool:
-    """The stored "go on" answer of an accept (a 303, or htmx's HX-Redirect)."""
-    return response.status_code == 303 or "hx-redirect" in {k.lower() for k in response.headers}
+    """The stored "go on" answer of an accept (a 303, or htmx's redirect)."""
+    return isinstance(response, Redirect | ClientRedirect)
 
 
 class InviteController(Controller):

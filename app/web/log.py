@@ -26,7 +26,7 @@ from litestar import Controller, Response, get, post
 from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException
 from litestar.params import FromPath
-from litestar.plugins.htmx import HTMXRequest
+from litestar.plugins.htmx import HTMXRequest, HTMXTemplate
 from litestar.response import Stream, Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -60,8 +60,8 @@ from app.delivery_log.queries import (
 )
 from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
+from app.web.htmx import wants_partial
 from app.web.idempotency import as_response, idempotent, notice_response, redirect_to
-from app.web.templating import wants_partial
 
 _HEADERS = {"Cache-Control": "no-store", "Vary": "HX-Request"}
 _NOTICES = {
@@ -251,7 +251,7 @@ class LogController(Controller):
     ) -> Response[Any]:
         form = await request.form()
         confirmed = form.get("confirm") == "1"
-        in_row = request.htmx and form.get("from") == "row"
+        in_row = wants_partial(request) and form.get("from") == "row"
         names = await workspace_names(db_session, editor.workspace_id) if in_row else None
         due: list[datetime | None] = []
 
@@ -378,11 +378,11 @@ def _pager(
 
 def _page(request: HTMXRequest, context: dict[str, Any], *, full: str, partial: str) -> Template:
     """The full page, or for htmx only its results, with the URL of what is shown pushed."""
-    headers = dict(_HEADERS)
     if wants_partial(request):
-        headers["HX-Push-Url"] = str(context["here"])
-        return Template(partial, context=context, headers=headers)
-    return Template(full, context=context, headers=headers)
+        return HTMXTemplate(
+            template_name=partial, context=context, headers=_HEADERS, push_url=str(context["here"])
+        )
+    return Template(full, context=context, headers=_HEADERS)
 
 
 def _refused_note(refused: str | None) -> str:

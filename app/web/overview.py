@@ -22,7 +22,7 @@ from app.db.models import AccountStatus
 from app.delivery_log.overview import load_overview
 from app.health import check_health
 from app.resources import Resources
-from app.web.templating import wants_partial
+from app.web.htmx import wants_partial
 
 
 @get("/", name="home")

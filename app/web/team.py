@@ -29,6 +29,7 @@ from app.auth.sessions import end_session
 from app.db.models import Role
 from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
+from app.web.htmx import wants_partial
 from app.web.idempotency import idempotent, notice_response, redirect_to
 from app.workspaces.invites import (
     INVITABLE_ROLES,
@@ -144,7 +145,7 @@ async def _team_page(
         "new_invite": new_invite,
         "notice": notice,
     }
-    template = "team/_body.html" if request.htmx else "team/index.html"
+    template = "team/_body.html" if wants_partial(request) else "team/index.html"
     return Template(template, context=context, status_code=status_code, headers=_NO_STORE)
 
 

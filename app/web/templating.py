@@ -5,19 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from litestar.plugins.htmx import HTMXRequest
 from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.template.config import TemplateConfig
 
 from app.web.idempotency import idempotency_input
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates"
-
-
-def wants_partial(request: HTMXRequest) -> bool:
-    """Whether an endpoint that serves a whole page or its partial should answer the partial:
-    htmx asked, and not to restore a page missing from its history cache (that needs it all)."""
-    return bool(request.htmx) and not request.htmx.history_restore_request
 
 
 def _timeago(value: datetime | None, now: datetime | None = None) -> str:
