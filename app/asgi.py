@@ -20,7 +20,7 @@ from litestar.static_files import create_static_files_router
 from litestar.stores.redis import RedisStore
 from redis.asyncio import Redis
 
-from app.auth.current import LoginRequired, provide_editor, provide_viewer
+from app.auth.current import LoginRequired, provide_viewer
 from app.auth.sessions import SESSION_STORE, session_config, session_store
 from app.resources import Resources
 from app.settings import Settings, load_settings
@@ -78,7 +78,6 @@ def create_app(settings: Settings | None = None) -> Litestar:
             "resources": Provide(provide_resources, sync_to_thread=False),
             "db_session": Provide(provide_db_session, sync_to_thread=False),
             "viewer": Provide(provide_viewer),
-            "editor": Provide(provide_editor),
         },
         stores={SESSION_STORE: session_store(sessions_redis)},
         middleware=[

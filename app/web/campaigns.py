@@ -63,6 +63,7 @@ from app.delivery.content.follow_ups import render_follow_up
 from app.instagram.graph import GraphError
 from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
+from app.web.guards import editors_only
 from app.web.htmx import wants_partial
 from app.web.idempotency import idempotent, redirect_to
 
@@ -246,26 +247,26 @@ class CampaignsController(Controller):
             headers=_NO_STORE,
         )
 
-    @get("/new", name="campaign_new")
+    @get("/new", name="campaign_new", guards=[editors_only])
     async def new(
         self,
         request: HTMXRequest,
-        editor: NamedDependency[Viewer],
+        viewer: NamedDependency[Viewer],
         db_session: NamedDependency[AsyncSession],
         account_id: FromQuery[int | None] = None,
     ) -> Template | Redirect:
-        accounts = await _usable_accounts(db_session, editor.workspace_id)
+        accounts = await _usable_accounts(db_session, viewer.workspace_id)
         if not accounts:
             return Redirect("/accounts?need=1", status_code=303)
         chosen = next((a for a in accounts if a.id == account_id), accounts[0])
         form = CampaignInput(account_id=str(chosen.id))
-        return await _editor(request, db_session, editor, campaign=None, form=form, errors={})
+        return await _editor(request, db_session, viewer, campaign=None, form=form, errors={})
 
-    @post("/", name="campaign_create", status_code=200)
+    @post("/", name="campaign_create", status_code=200, guards=[editors_only])
     async def create(
         self,
         request: HTMXRequest,
-        editor: NamedDependency[Viewer],
+        viewer: NamedDependency[Viewer],
         resources: NamedDependency[Resources],
         db_session: NamedDependency[AsyncSession],
     ) -> Response[Any]:
@@ -277,7 +278,7 @@ class CampaignsController(Controller):
             return await _editor(
                 request,
                 db_session,
-                editor,
+                viewer,
                 campaign=None,
                 form=form,
                 errors=errors,
@@ -287,8 +288,8 @@ class CampaignsController(Controller):
         async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
             campaign_id = await create_campaign(
                 session,
-                workspace_id=editor.workspace_id,
-                user_id=editor.user_id,
+                workspace_id=viewer.workspace_id,
+                user_id=viewer.user_id,
                 values=form.column_values(),
                 activate=activate,
             )
@@ -297,7 +298,7 @@ class CampaignsController(Controller):
                     await _editor(
                         request,
                         db_session,
-                        editor,
+                        viewer,
                         campaign=None,
                         form=form,
                         errors={"account_id": "Choose one of this workspace's connected accounts."},
@@ -306,7 +307,7 @@ class CampaignsController(Controller):
                 )
             return redirect_to(f"/campaigns/{campaign_id}?notice=created")
 
-        return await idempotent(request, resources, editor, scope="campaign.create", action=action)
+        return await idempotent(request, resources, viewer, scope="campaign.create", action=action)
 
     @get("/{campaign_id:int}", name="campaign")
     async def edit(
@@ -337,16 +338,16 @@ class CampaignsController(Controller):
             notice=message,
         )
 
-    @post("/{campaign_id:int}", name="campaign_save", status_code=200)
+    @post("/{campaign_id:int}", name="campaign_save", status_code=200, guards=[editors_only])
     async def save(
         self,
         request: HTMXRequest,
-        editor: NamedDependency[Viewer],
+        viewer: NamedDependency[Viewer],
         resources: NamedDependency[Resources],
         db_session: NamedDependency[AsyncSession],
         campaign_id: FromPath[int],
     ) -> Response[Any]:
-        campaign = await get_campaign(db_session, editor.workspace_id, campaign_id)
+        campaign = await get_campaign(db_session, viewer.workspace_id, campaign_id)
         if campaign is None:
             raise _not_found()
         raw = await request.form()
@@ -361,7 +362,7 @@ class CampaignsController(Controller):
             return await _editor(
                 request,
                 db_session,
-                editor,
+                viewer,
                 campaign=campaign,
                 form=form,
                 errors=errors,
@@ -374,7 +375,7 @@ class CampaignsController(Controller):
         async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
             version = await update_campaign(
                 session,
-                workspace_id=editor.workspace_id,
+                workspace_id=viewer.workspace_id,
                 campaign_id=campaign_id,
                 seen_version=seen_version,
                 values=form.column_values(),
@@ -384,7 +385,7 @@ class CampaignsController(Controller):
                 return redirect_to(f"/campaigns/{campaign_id}?notice=saved")
             refusal = await explain_update(
                 session,
-                workspace_id=editor.workspace_id,
+                workspace_id=viewer.workspace_id,
                 campaign_id=campaign_id,
                 seen_version=seen_version,
                 account_id=int(form.account_id),
@@ -393,21 +394,21 @@ class CampaignsController(Controller):
                 await self._refused_save(
                     request=request,
                     session=db_session,
-                    editor=editor,
+                    viewer=viewer,
                     campaign=campaign,
                     form=form,
                     refusal=refusal,
                 )
             )
 
-        return await idempotent(request, resources, editor, scope="campaign.save", action=action)
+        return await idempotent(request, resources, viewer, scope="campaign.save", action=action)
 
     async def _refused_save(
         self,
         *,
         request: HTMXRequest,
         session: AsyncSession,
-        editor: NamedDependency[Viewer],
+        viewer: NamedDependency[Viewer],
         campaign: Campaign,
         form: CampaignInput,
         refusal: Refusal,
@@ -431,7 +432,7 @@ class CampaignsController(Controller):
         return await _editor(
             request,
             session,
-            editor,
+            viewer,
             campaign=campaign,
             form=form,
             errors=errors,
@@ -439,78 +440,93 @@ class CampaignsController(Controller):
             notice=notice,
         )
 
-    @post("/{campaign_id:int}/activate", name="campaign_activate", status_code=200)
+    @post(
+        "/{campaign_id:int}/activate",
+        name="campaign_activate",
+        status_code=200,
+        guards=[editors_only],
+    )
     async def activate(
         self,
         request: HTMXRequest,
-        editor: NamedDependency[Viewer],
+        viewer: NamedDependency[Viewer],
         resources: NamedDependency[Resources],
         campaign_id: FromPath[int],
     ) -> Response[Any]:
         return await _change_status(
             request,
-            editor,
+            viewer,
             resources,
             campaign_id=campaign_id,
             scope="campaign.activate",
             change=activate_campaign,
         )
 
-    @post("/{campaign_id:int}/pause", name="campaign_pause", status_code=200)
+    @post("/{campaign_id:int}/pause", name="campaign_pause", status_code=200, guards=[editors_only])
     async def pause(
         self,
         request: HTMXRequest,
-        editor: NamedDependency[Viewer],
+        viewer: NamedDependency[Viewer],
         resources: NamedDependency[Resources],
         campaign_id: FromPath[int],
     ) -> Response[Any]:
         return await _change_status(
             request,
-            editor,
+            viewer,
             resources,
             campaign_id=campaign_id,
             scope="campaign.pause",
             change=pause_campaign,
         )
 
-    @post("/{campaign_id:int}/archive", name="campaign_archive", status_code=200)
+    @post(
+        "/{campaign_id:int}/archive",
+        name="campaign_archive",
+        status_code=200,
+        guards=[editors_only],
+    )
     async def archive(
         self,
         request: HTMXRequest,
-        editor: NamedDependency[Viewer],
+        viewer: NamedDependency[Viewer],
         resources: NamedDependency[Resources],
         campaign_id: FromPath[int],
     ) -> Response[Any]:
         return await _change_status(
             request,
-            editor,
+            viewer,
             resources,
             campaign_id=campaign_id,
             scope="campaign.archive",
             change=archive_campaign,
         )
 
-    @post("/{campaign_id:int}/duplicate", name="campaign_duplicate", status_code=200)
+    @post(
+        "/{campaign_id:int}/duplicate",
+        name="campaign_duplicate",
+        status_code=200,
+        guards=[editors_only],
+    )
     async def duplicate(
         self,
         request: HTMXRequest,
-        editor: NamedDependency[Viewer],
+        viewer: NamedDependency[Viewer],
         resources: NamedDependency[Resources],
         campaign_id: FromPath[int],
     ) -> Response[Any]:
         async def action(session: AsyncSession) -> Finished:
             copy_id = await duplicate_campaign(
                 session,
-                workspace_id=editor.workspace_id,
+                workspace_id=viewer.workspace_id,
                 campaign_id=campaign_id,
-                user_id=editor.user_id,
+                user_id=viewer.user_id,
             )
             if copy_id is None:
                 raise _not_found()
             return redirect_to(f"/campaigns/{copy_id}?notice=copied")
 
         return await idempotent(
-            request, resources, editor, scope="campaign.duplicate", action=action
+            request, resources, viewer, scope="campaign.duplicate", action=action
         )
 
     # --- partials that serve the editor while someone types ------------------------------
@@ -665,7 +681,7 @@ StatusChange = Callable[[AsyncSession, int, int], Awaitable[Refusal | None]]
 
 async def _change_status(
     request: HTMXRequest,
-    editor: Viewer,
+    viewer: Viewer,
     resources: Resources,
     *,
     campaign_id: int,
@@ -677,7 +693,7 @@ async def _change_status(
     back = "/campaigns" if scope == "campaign.archive" else _back(form, campaign_id)
 
     async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
-        refusal = await change(session, editor.workspace_id, campaign_id)
+        refusal = await change(session, viewer.workspace_id, campaign_id)
         if refusal is None:
             return redirect_to(back)
         if refusal.problem is Problem.NOT_FOUND:
@@ -690,7 +706,7 @@ async def _change_status(
             back_to = back  # already in that state, or one that does not allow it
         return Refused(Redirect(back_to, status_code=303))
 
-    return await idempotent(request, resources, editor, scope=scope, action=action)
+    return await idempotent(request, resources, viewer, scope=scope, action=action)
 
 
 def _media_item(item: Mapping[str, Any]) -> dict[str, Any]:

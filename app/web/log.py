@@ -13,7 +13,7 @@ is two indexed reads (or a 204 when nothing changed).
 
 Retry, bulk retry and "check the conversation again" run through `app.web.idempotency`: the
 row change and the key's answer commit together, and the job is enqueued after that commit.
-Owners and admins press them (`editor`); members see them disabled with the reason.
+Owners and admins press them (`editors_only`); members see them disabled with the reason.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ from app.delivery_log.queries import (
 )
 from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
+from app.web.guards import editors_only
 from app.web.htmx import wants_partial
 from app.web.idempotency import as_response, idempotent, notice_response, redirect_to
 
@@ -240,11 +241,11 @@ class LogController(Controller):
 
     # --- buttons -------------------------------------------------------------------------
 
-    @post("/{dm_log_id:int}/retry", name="log_retry", status_code=200)
+    @post("/{dm_log_id:int}/retry", name="log_retry", status_code=200, guards=[editors_only])
     async def retry(
         self,
         request: HTMXRequest,
-        editor: NamedDependency[Viewer],
+        viewer: NamedDependency[Viewer],
         resources: NamedDependency[Resources],
         db_session: NamedDependency[AsyncSession],
         dm_log_id: FromPath[int],
@@ -252,13 +253,13 @@ class LogController(Controller):
         form = await request.form()
         confirmed = form.get("confirm") == "1"
         in_row = wants_partial(request) and form.get("from") == "row"
-        names = await workspace_names(db_session, editor.workspace_id) if in_row else None
+        names = await workspace_names(db_session, viewer.workspace_id) if in_row else None
         due: list[datetime | None] = []
 
         async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
             result = await mark_retry(
                 session,
-                workspace_id=editor.workspace_id,
+                workspace_id=viewer.workspace_id,
                 dm_log_id=dm_log_id,
                 confirm_unconfirmed=confirmed,
             )
@@ -270,23 +271,23 @@ class LogController(Controller):
                 return Refused(notice_response(request, 409, "Not retried", result.message))
             due.append(result.due)
             if names is not None:
-                row = await fetch_row(session, editor.workspace_id, dm_log_id)
+                row = await fetch_row(session, viewer.workspace_id, dm_log_id)
                 assert row is not None  # noqa: S101 - just updated in this transaction
-                return Finished({"status": 200, "html": _render_row(request, row, names, editor)})
+                return Finished({"status": 200, "html": _render_row(request, row, names, viewer)})
             return redirect_to(f"/log/{dm_log_id}?notice=retried")
 
         async def enqueue() -> None:
             await enqueue_delivery(resources.queue, dm_log_id, due[0])
 
         return await idempotent(
-            request, resources, editor, scope="delivery.retry", action=action, after_commit=enqueue
+            request, resources, viewer, scope="delivery.retry", action=action, after_commit=enqueue
         )
 
-    @post("/retry", name="log_bulk_retry", status_code=200)
+    @post("/retry", name="log_bulk_retry", status_code=200, guards=[editors_only])
     async def bulk_retry(
         self,
         request: HTMXRequest,
-        editor: NamedDependency[Viewer],
+        viewer: NamedDependency[Viewer],
         resources: NamedDependency[Resources],
     ) -> Response[Any]:
         form = await request.form()
@@ -300,7 +301,7 @@ class LogController(Controller):
 
         async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
             result = await mark_bulk_retry(
-                session, workspace_id=editor.workspace_id, dm_log_ids=ids
+                session, workspace_id=viewer.workspace_id, dm_log_ids=ids
             )
             queued.update(result.queued)
             joiner = "&" if "?" in back else "?"
@@ -314,29 +315,29 @@ class LogController(Controller):
         return await idempotent(
             request,
             resources,
-            editor,
+            viewer,
             scope="delivery.bulk_retry",
             action=action,
             after_commit=enqueue,
         )
 
-    @post("/{dm_log_id:int}/check", name="log_check", status_code=200)
+    @post("/{dm_log_id:int}/check", name="log_check", status_code=200, guards=[editors_only])
     async def check(
         self,
         request: HTMXRequest,
-        editor: NamedDependency[Viewer],
+        viewer: NamedDependency[Viewer],
         resources: NamedDependency[Resources],
         dm_log_id: FromPath[int],
     ) -> Response[Any]:
         async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
             if await mark_inbox_check(
                 session,
-                workspace_id=editor.workspace_id,
+                workspace_id=viewer.workspace_id,
                 dm_log_id=dm_log_id,
-                requested_by=editor.email,
+                requested_by=viewer.email,
             ):
                 return redirect_to(f"/log/{dm_log_id}?notice=checking")
-            if await fetch_row(session, editor.workspace_id, dm_log_id) is None:
+            if await fetch_row(session, viewer.workspace_id, dm_log_id) is None:
                 raise NotFoundException("No such delivery in this workspace.")
             # No longer UNCONFIRMED: show the delivery as it is now.
             return Refused(as_response(request, {"location": f"/log/{dm_log_id}"}))
@@ -345,7 +346,7 @@ class LogController(Controller):
             await enqueue_inbox_check(resources.queue, dm_log_id)
 
         return await idempotent(
-            request, resources, editor, scope="delivery.check", action=action, after_commit=enqueue
+            request, resources, viewer, scope="delivery.check", action=action, after_commit=enqueue
         )
 
 

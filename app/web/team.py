@@ -29,6 +29,7 @@ from app.auth.sessions import end_session
 from app.db.models import Role
 from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
+from app.web.guards import editors_only
 from app.web.htmx import wants_partial
 from app.web.idempotency import idempotent, notice_response, redirect_to
 from app.workspaces.invites import (
@@ -162,7 +163,7 @@ def _refused(request: HTMXRequest, refusal: Refusal) -> Response[Any]:
 async def _change_team(
     request: HTMXRequest,
     resources: Resources,
-    editor: Viewer,
+    viewer: Viewer,
     *,
     scope: str,
     done: str,
@@ -177,7 +178,7 @@ async def _change_team(
             return Refused(_refused(request, refusal))
         return redirect_to(f"/team?notice={done}")
 
-    return await idempotent(request, resources, editor, scope=scope, action=action)
+    return await idempotent(request, resources, viewer, scope=scope, action=action)
 
 
 class TeamController(Controller):
@@ -198,11 +199,11 @@ class TeamController(Controller):
             message = f"You left that workspace. You are now in {viewer.workspace_name}."
         return await _team_page(request, db_session, viewer, notice=message, invited=invited)
 
-    @post("/invites", name="team_invite", status_code=200)
+    @post("/invites", name="team_invite", status_code=200, guards=[editors_only])
     async def invite(
         self,
         request: HTMXRequest,
-        editor: NamedDependency[Viewer],
+        viewer: NamedDependency[Viewer],
         resources: NamedDependency[Resources],
         db_session: NamedDependency[AsyncSession],
     ) -> Response[Any]:
@@ -213,15 +214,15 @@ class TeamController(Controller):
         form = FormState(values={"email": email, "role": role.value if role else ""})
         if errors or role is None:
             form.errors = errors
-            return await _team_page(request, db_session, editor, form=form, status_code=422)
+            return await _team_page(request, db_session, viewer, form=form, status_code=422)
         made: list[InviteCreated] = []
         ran: list[bool] = []
 
         async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
             result = await create_invite(
                 session,
-                workspace_id=editor.workspace_id,
-                inviter_id=editor.user_id,
+                workspace_id=viewer.workspace_id,
+                inviter_id=viewer.user_id,
                 email=email,
                 role=role,
             )
@@ -232,14 +233,14 @@ class TeamController(Controller):
                 return Refused(_refused(request, result))
             form.errors = {result.field: result.message}
             return Refused(
-                await _team_page(request, db_session, editor, form=form, status_code=422)
+                await _team_page(request, db_session, viewer, form=form, status_code=422)
             )
 
         async def mark_ran() -> None:
             ran.append(True)
 
         response = await idempotent(
-            request, resources, editor, scope="team.invite", action=action, after_commit=mark_ran
+            request, resources, viewer, scope="team.invite", action=action, after_commit=mark_ran
         )
         if not (ran and made):
             return response  # a refusal, or a repeat: the link is not shown again
@@ -247,7 +248,7 @@ class TeamController(Controller):
         return await _team_page(
             request,
             db_session,
-            editor,
+            viewer,
             new_invite=NewInvite(
                 link=invite_link(resources.settings.public_base_url, created.token),
                 email=created.email,
@@ -256,33 +257,38 @@ class TeamController(Controller):
             ),
         )
 
-    @post("/invites/{invite_id:int}/revoke", name="team_revoke", status_code=200)
+    @post(
+        "/invites/{invite_id:int}/revoke",
+        name="team_revoke",
+        status_code=200,
+        guards=[editors_only],
+    )
     async def revoke(
         self,
         request: HTMXRequest,
-        editor: NamedDependency[Viewer],
+        viewer: NamedDependency[Viewer],
         resources: NamedDependency[Resources],
         invite_id: FromPath[int],
     ) -> Response[Any]:
         return await _change_team(
             request,
             resources,
-            editor,
+            viewer,
             scope="team.revoke",
             done="revoked",
             change=lambda session: revoke_invite(
                 session,
-                workspace_id=editor.workspace_id,
-                actor_id=editor.user_id,
+                workspace_id=viewer.workspace_id,
+                actor_id=viewer.user_id,
                 invite_id=invite_id,
             ),
         )
 
-    @post("/members/{user_id:int}/role", name="team_role", status_code=200)
+    @post("/members/{user_id:int}/role", name="team_role", status_code=200, guards=[editors_only])
     async def role(
         self,
         request: HTMXRequest,
-        editor: NamedDependency[Viewer],
+        viewer: NamedDependency[Viewer],
         resources: NamedDependency[Resources],
         user_id: FromPath[int],
     ) -> Response[Any]:
@@ -297,27 +303,29 @@ class TeamController(Controller):
         return await _change_team(
             request,
             resources,
-            editor,
+            viewer,
             scope="team.role",
             done="role",
             change=lambda session: change_role(
                 session,
-                workspace_id=editor.workspace_id,
-                actor_id=editor.user_id,
+                workspace_id=viewer.workspace_id,
+                actor_id=viewer.user_id,
                 target_id=user_id,
                 role=new_role,
             ),
         )
 
-    @post("/members/{user_id:int}/remove", name="team_remove", status_code=200)
+    @post(
+        "/members/{user_id:int}/remove", name="team_remove", status_code=200, guards=[editors_only]
+    )
     async def remove(
         self,
         request: HTMXRequest,
-        editor: NamedDependency[Viewer],
+        viewer: NamedDependency[Viewer],
         resources: NamedDependency[Resources],
         user_id: FromPath[int],
     ) -> Response[Any]:
-        if user_id == editor.user_id:
+        if user_id == viewer.user_id:
             return notice_response(
                 request, 422, "Nothing was changed", "To leave this workspace, use Leave."
             )
@@ -325,13 +333,13 @@ class TeamController(Controller):
         return await _change_team(
             request,
             resources,
-            editor,
+            viewer,
             scope="team.remove",
             done="removed",
             change=lambda session: remove_member(
                 session,
-                workspace_id=editor.workspace_id,
-                actor_id=editor.user_id,
+                workspace_id=viewer.workspace_id,
+                actor_id=viewer.user_id,
                 target_id=user_id,
             ),
         )
