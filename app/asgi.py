@@ -30,7 +30,7 @@ from app.web.campaigns import CampaignsController
 from app.web.deps import close_request_session, provide_db_session, provide_resources
 from app.web.errors import http_exception_handler, internal_error_handler, login_redirect
 from app.web.health import HealthController
-from app.web.invites import InviteController
+from app.web.invite_link import InviteController
 from app.web.log import LogController
 from app.web.overview import home
 from app.web.team import TeamController, WorkspaceSwitchController
