@@ -26,7 +26,7 @@ from app.resources import Resources
 from app.settings import Settings, load_settings
 from app.web.accounts import AccountsController
 from app.web.auth import AuthController
-from app.web.campaigns import CampaignsController
+from app.web.campaigns import campaigns_router
 from app.web.deps import close_request_session, provide_db_session, provide_resources
 from app.web.errors import http_exception_handler, internal_error_handler, login_redirect
 from app.web.health import HealthController
@@ -64,7 +64,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             home,
             AuthController,
             AccountsController,
-            CampaignsController,
+            campaigns_router,
             LogController,
             TeamController,
             WorkspaceSwitchController,
