@@ -33,7 +33,7 @@ from app.web.health import HealthController
 from app.web.invite_link import InviteController
 from app.web.log import LogController
 from app.web.overview import home
-from app.web.team import TeamController, WorkspaceSwitchController
+from app.web.team import switch_workspace, team_router
 from app.web.templating import template_config
 from app.web.webhooks import instagram_webhook, webhook_intake_lifespan
 
@@ -66,8 +66,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
             AccountsController,
             campaigns_router,
             LogController,
-            TeamController,
-            WorkspaceSwitchController,
+            team_router,
+            switch_workspace,
             InviteController,
             instagram_webhook,
             create_static_files_router(path="/static", directories=[STATIC_DIR], name="static"),
