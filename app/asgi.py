@@ -31,7 +31,7 @@ from app.web.deps import close_request_session, provide_db_session, provide_reso
 from app.web.errors import http_exception_handler, internal_error_handler, login_redirect
 from app.web.health import HealthController
 from app.web.invite_link import InviteController
-from app.web.log import LogController
+from app.web.log import log_router
 from app.web.overview import home
 from app.web.team import switch_workspace, team_router
 from app.web.templating import template_config
@@ -65,7 +65,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             AuthController,
             AccountsController,
             campaigns_router,
-            LogController,
+            log_router,
             team_router,
             switch_workspace,
             InviteController,
