@@ -48,7 +48,7 @@ async def home(
     }
     partial = wants_partial(request)
     return Template(
-        "partials/overview_body.html" if partial else "overview.html",
+        "overview/_body.html" if partial else "overview/index.html",
         context=context,
         headers={"Cache-Control": "no-store", "Vary": "HX-Request"},
     )

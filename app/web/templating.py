@@ -1,4 +1,11 @@
-"""Jinja2 setup: template directory, autoescaping, and the filters pages share."""
+"""Jinja2 setup: template directory, autoescaping, and the filters pages share.
+
+The templates are laid out by screen, like the handlers: `templates/<screen>/` (accounts,
+auth, campaigns, log, overview, team) holds a screen's pages, and the htmx partials only that
+screen uses sit next to them as `_*.html`. `templates/partials/` holds the few partials every
+screen shares (the notice an htmx form gets, the header's status badge); `base.html` and
+`error.html` are at the top.
+"""
 
 from __future__ import annotations
 
