@@ -63,20 +63,20 @@ def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> R
 
 
 def login_redirect(request: Request[Any, Any, Any], exc: LoginRequired) -> Response[Any]:
-    htmx = request if isinstance(request, HTMXRequest) and wants_partial(request) else None
-    if htmx is None and not _wants_html(request):
+    partial = request if isinstance(request, HTMXRequest) and wants_partial(request) else None
+    if partial is None and not _wants_html(request):
         return Response(
             {"status_code": 401, "detail": "Please sign in"},
             status_code=401,
             media_type=MediaType.JSON,
         )
     here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    if htmx is not None:
+    if partial is not None:
         # A partial is no page to come back to; return to the page it was part of.
-        here = htmx.htmx.current_url_abs_path or "/"
+        here = partial.htmx.current_url_abs_path or "/"
     elif request.method != "GET":
         here = "/"  # a form's POST address is no page to come back to
     target = "/login" if safe_next(here) == "/" else f"/login?next={quote(safe_next(here))}"
-    if htmx is not None:
+    if partial is not None:
         return ClientRedirect(target)
     return Redirect(target, status_code=303)
