@@ -31,16 +31,10 @@ from app.jobs.registry import JOB_OPTIONS
 from app.logs import configure_logging
 from app.resources import Resources
 from app.settings import Settings, SettingsError, load_settings
+from app.workspaces.invites import InviteCreated, create_invite, invite_link, parse_invite_role
+from app.workspaces.members import WorkspaceChoice, workspaces_of
+from app.workspaces.roles import Problem
 from app.workspaces.service import create_user_with_workspace
-from app.workspaces.team import (
-    InviteCreated,
-    Problem,
-    WorkspaceChoice,
-    create_invite,
-    invite_link,
-    parse_invite_role,
-    workspaces_of,
-)
 
 ROOT = Path(__file__).resolve().parents[1]
 

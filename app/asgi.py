@@ -21,21 +21,21 @@ from litestar.static_files import create_static_files_router
 from litestar.stores.redis import RedisStore
 from redis.asyncio import Redis
 
-from app.auth.current import LoginRequired, login_redirect, provide_editor, provide_viewer
+from app.auth.current import LoginRequired, provide_viewer
 from app.auth.sessions import SESSION_STORE, session_config, session_store
 from app.jobs.registry import JOB_OPTIONS
 from app.resources import Resources
 from app.settings import Settings, load_settings
 from app.web.accounts import AccountsController
 from app.web.auth import AuthController
-from app.web.campaigns import CampaignsController
+from app.web.campaigns import campaigns_router
 from app.web.deps import close_request_session, provide_db_session, provide_resources
-from app.web.errors import http_exception_handler, internal_error_handler
+from app.web.errors import http_exception_handler, internal_error_handler, login_redirect
 from app.web.health import HealthController
-from app.web.invites import InviteController
-from app.web.log import LogController
+from app.web.invite_link import InviteController
+from app.web.log import log_router
 from app.web.overview import home
-from app.web.team import TeamController, WorkspaceSwitchController
+from app.web.team import switch_workspace, team_router
 from app.web.templating import template_config
 from app.web.webhooks import instagram_webhook, webhook_intake_lifespan
 
@@ -66,10 +66,10 @@ def create_app(settings: Settings | None = None) -> Litestar:
             home,
             AuthController,
             AccountsController,
-            CampaignsController,
-            LogController,
-            TeamController,
-            WorkspaceSwitchController,
+            campaigns_router,
+            log_router,
+            team_router,
+            switch_workspace,
             InviteController,
             instagram_webhook,
             create_static_files_router(path="/static", directories=[STATIC_DIR], name="static"),
@@ -80,7 +80,6 @@ def create_app(settings: Settings | None = None) -> Litestar:
             "resources": Provide(provide_resources, sync_to_thread=False),
             "db_session": Provide(provide_db_session, sync_to_thread=False),
             "viewer": Provide(provide_viewer),
-            "editor": Provide(provide_editor),
         },
         stores={SESSION_STORE: session_store(sessions_redis)},
         middleware=[

@@ -114,6 +114,15 @@ async def list_accounts(session: AsyncSession, workspace_id: int) -> list[Accoun
     return [_card(account, active, total) for account, active, total in rows.all()]
 
 
+async def list_usable_accounts(session: AsyncSession, workspace_id: int) -> list[AccountCard]:
+    """The accounts a campaign can be made for or tried on: all but disconnected ones."""
+    return [
+        account
+        for account in await list_accounts(session, workspace_id)
+        if account.status is not AccountStatus.DISCONNECTED
+    ]
+
+
 async def get_account_card(
     session: AsyncSession, workspace_id: int, account_id: int
 ) -> AccountCard | None:

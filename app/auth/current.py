@@ -1,16 +1,17 @@
 """Who is asking: the signed-in user, their current workspace and role, as dependencies.
 
-Handlers declare what they need by parameter name:
+Handlers ask for `viewer: Viewer`, any signed-in member of the workspace (members see
+everything in it). Routes that change things are also guarded by `app.web.guards.editors_only`
+(owners and admins only; members get 403: they may know the thing exists, they just cannot
+change it), which loads the same viewer first.
 
-- `viewer: Viewer` — any signed-in member of the workspace (members see everything in it);
-- `editor: Viewer` — the same, but owners and admins only (members get 403: they may know the
-  thing exists, they just cannot change it).
-
-Both are re-read from PostgreSQL on every request, so removing someone from a workspace or
-changing their role takes effect at once, whatever their session says. Without a valid
-session `LoginRequired` is raised; its handler sends people to the sign-in page and brings
-them back afterwards. Objects of other workspaces are looked up with `workspace_id` in the
-query and answer 404, never 403, so their existence is not revealed.
+The viewer is re-read from PostgreSQL on every request (once: the guard and the dependency
+share it), so removing someone from a workspace or changing their role takes effect at once,
+whatever their session says. Without a valid
+session `LoginRequired` is raised; its handler (`app.web.errors.login_redirect`) sends people
+to the sign-in page and brings them back afterwards. Objects of other workspaces are looked
+up with `workspace_id` in the query and answer 404, never 403, so their existence is not
+revealed.
 """
 
 from __future__ import annotations
@@ -18,13 +19,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
-from litestar import MediaType, Request, Response
+from litestar.connection import ASGIConnection
 from litestar.di import NamedDependency
-from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
+from litestar.exceptions import NotAuthorizedException
 from litestar.plugins.htmx import HTMXRequest
-from litestar.response import Redirect
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -34,6 +33,8 @@ from app.db.models import Role, User, Workspace, WorkspaceMember
 SESSION_USER = "uid"
 SESSION_WORKSPACE = "wid"
 VIEWER_STATE_KEY = "viewer"
+
+AnyConnection = ASGIConnection[Any, Any, Any, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,29 +105,28 @@ async def peek_viewer(request: HTMXRequest, session: AsyncSession) -> Viewer | N
 
 
 async def provide_viewer(request: HTMXRequest, db_session: NamedDependency[AsyncSession]) -> Viewer:
-    viewer = await optional_viewer(request, db_session)
+    return await signed_in_viewer(request, db_session)
+
+
+async def signed_in_viewer(connection: AnyConnection, session: AsyncSession) -> Viewer:
+    """The signed-in viewer; `LoginRequired` without one."""
+    viewer = await optional_viewer(connection, session)
     if viewer is None:
         raise LoginRequired("Please sign in")
     return viewer
 
 
-async def optional_viewer(request: HTMXRequest, session: AsyncSession) -> Viewer | None:
+async def optional_viewer(connection: AnyConnection, session: AsyncSession) -> Viewer | None:
     """The signed-in viewer, else None (pages that anyone may open, such as an invite link,
-    call this directly)."""
-    identity = session_identity(request)
+    call this directly). Loaded once per request."""
+    loaded = connection.state.get(VIEWER_STATE_KEY)
+    if isinstance(loaded, Viewer):
+        return loaded
+    identity = _identity(connection.session)
     viewer = await load_viewer(session, *identity) if identity else None
     if viewer is not None:
         # Templates read it from here to draw the navigation and the user menu.
-        request.state[VIEWER_STATE_KEY] = viewer
-    return viewer
-
-
-async def provide_editor(viewer: NamedDependency[Viewer]) -> Viewer:
-    if not viewer.can_change:
-        raise PermissionDeniedException(
-            "Your role in this workspace lets you see everything but not change it. "
-            "Ask an owner or admin."
-        )
+        connection.state[VIEWER_STATE_KEY] = viewer
     return viewer
 
 
@@ -135,23 +135,3 @@ def safe_next(target: str | None) -> str:
     if not target or not target.startswith("/") or target.startswith(("//", "/\\")):
         return "/"
     return target
-
-
-def login_redirect(request: Request[Any, Any, Any], exc: LoginRequired) -> Response[Any]:
-    htmx = request.htmx if isinstance(request, HTMXRequest) else None
-    if "text/html" not in request.headers.get("accept", "") and not htmx:
-        return Response(
-            {"status_code": 401, "detail": "Please sign in"},
-            status_code=401,
-            media_type=MediaType.JSON,
-        )
-    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    if htmx:
-        # A partial is no page to come back to; return to the page it was part of.
-        here = htmx.current_url_abs_path or "/"
-    elif request.method != "GET":
-        here = "/"  # a form's POST address is no page to come back to
-    target = "/login" if safe_next(here) == "/" else f"/login?next={quote(safe_next(here))}"
-    if htmx:
-        return Response(content="", status_code=200, headers={"HX-Redirect": target})
-    return Redirect(target, status_code=303)

@@ -23,6 +23,7 @@ from app.auth.users import normalize_email
 from app.db.models import User, WorkspaceMember
 
 _DUMMY_HASH = hash_password("not-a-real-password-only-for-timing")
+NO_WORKSPACE = "Your account no longer belongs to any workspace."
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,15 +47,21 @@ async def check_sign_in(
     )
     if isinstance(user_id, SignInRefused):
         return user_id
-    workspace_id = await session.scalar(
+    workspace_id = await first_workspace(session, user_id)
+    if workspace_id is None:
+        return SignInRefused(NO_WORKSPACE, 403)
+    return SignedIn(user_id=user_id, workspace_id=workspace_id)
+
+
+async def first_workspace(session: AsyncSession, user_id: int) -> int | None:
+    """The workspace sign-in opens: the user's oldest membership."""
+    workspace_id: int | None = await session.scalar(
         select(WorkspaceMember.workspace_id)
         .where(WorkspaceMember.user_id == user_id)
         .order_by(WorkspaceMember.created_at, WorkspaceMember.workspace_id)
         .limit(1)
     )
-    if workspace_id is None:
-        return SignInRefused("Your account no longer belongs to any workspace.", 403)
-    return SignedIn(user_id=user_id, workspace_id=workspace_id)
+    return workspace_id
 
 
 async def check_password(

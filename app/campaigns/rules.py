@@ -1,8 +1,10 @@
 """Loading campaigns as `CampaignRule`s for matching: one query however many accounts.
 
 Ingest resolves a batch's accounts (by their Instagram id, the webhook `entry.id`) and their
-active campaigns together with one outer join; the dashboard loads one account's rules
-(`load_active_rules`), or builds a rule from any campaign with `CampaignRule.from_model`.
+active campaigns together with one outer join; reconciliation loads one account's active rules
+(`load_active_rules`), and the dashboard's "Try a comment" every campaign of one account but
+the archived ones (`load_rules_to_try`), or a rule is built from any campaign with
+`CampaignRule.from_model`.
 """
 
 from __future__ import annotations
@@ -66,10 +68,27 @@ async def load_account_rules(db: Db, ig_user_ids: Collection[str]) -> dict[str, 
 
 
 async def load_active_rules(session: AsyncSession, account_id: int) -> list[CampaignRule]:
-    """The active campaigns of one account (the dashboard's "Try a comment")."""
+    """The active campaigns of one account."""
     statement = (
         select(*_RULE_COLUMNS)
         .where(Campaign.account_id == account_id, Campaign.status == CampaignStatus.ACTIVE)
+        .order_by(Campaign.id)
+    )
+    return [CampaignRule.from_mapping(row) for row in (await session.execute(statement)).mappings()]
+
+
+async def load_rules_to_try(
+    session: AsyncSession, workspace_id: int, account_id: int
+) -> list[CampaignRule]:
+    """Every campaign of one account of the workspace but the archived ones: "Try a comment"
+    shows drafts and paused campaigns too, with why they would not answer."""
+    statement = (
+        select(*_RULE_COLUMNS)
+        .where(
+            Campaign.workspace_id == workspace_id,
+            Campaign.account_id == account_id,
+            Campaign.status != CampaignStatus.ARCHIVED,
+        )
         .order_by(Campaign.id)
     )
     return [CampaignRule.from_mapping(row) for row in (await session.execute(statement)).mappings()]

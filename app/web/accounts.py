@@ -35,6 +35,7 @@ from app.accounts.connect import (
 from app.auth.current import Viewer
 from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
+from app.web.guards import editors_only
 from app.web.idempotency import idempotent, redirect_to
 
 _NO_STORE = {"Cache-Control": "no-store"}
@@ -92,39 +93,39 @@ class AccountsController(Controller):
             headers=_NO_STORE,
         )
 
-    @post("/connect", name="account_connect", status_code=200)
+    @post("/connect", name="account_connect", status_code=200, guards=[editors_only])
     async def connect(
         self,
         request: HTMXRequest,
-        editor: NamedDependency[Viewer],
+        viewer: NamedDependency[Viewer],
         resources: NamedDependency[Resources],
     ) -> Response[Any]:
         async def action(_: AsyncSession) -> Finished:
             url, pending = await begin_connect(
-                resources.settings, workspace_id=editor.workspace_id, user_id=editor.user_id
+                resources.settings, workspace_id=viewer.workspace_id, user_id=viewer.user_id
             )
             request.session[SESSION_KEY] = pending.to_session()
             return redirect_to(url)
 
-        return await idempotent(request, resources, editor, scope="account.connect", action=action)
+        return await idempotent(request, resources, viewer, scope="account.connect", action=action)
 
-    @get("/instagram/callback", name="instagram_callback")
+    @get("/instagram/callback", name="instagram_callback", guards=[editors_only])
     async def callback(
         self,
         request: HTMXRequest,
-        editor: NamedDependency[Viewer],
+        viewer: NamedDependency[Viewer],
         resources: NamedDependency[Resources],
     ) -> Redirect:
         pending = PendingConnect.from_session(request.session.pop(SESSION_KEY, None))
         params = {k: v for k, v in request.query_params.items() if isinstance(v, str)}
         problem = check_callback(
-            pending, params, workspace_id=editor.workspace_id, user_id=editor.user_id
+            pending, params, workspace_id=viewer.workspace_id, user_id=viewer.user_id
         )
         if problem is None and pending is not None:
             result = (
                 await complete_connect(
                     resources,
-                    workspace_id=editor.workspace_id,
+                    workspace_id=viewer.workspace_id,
                     code=params["code"],
                     verifier=pending.verifier,
                 )
@@ -138,16 +139,21 @@ class AccountsController(Controller):
             f"/accounts?connect={(problem or ConnectProblem.STATE).value}", status_code=303
         )
 
-    @post("/{account_id:int}/subscribe", name="account_subscribe", status_code=200)
+    @post(
+        "/{account_id:int}/subscribe",
+        name="account_subscribe",
+        status_code=200,
+        guards=[editors_only],
+    )
     async def subscribe(
         self,
         request: HTMXRequest,
-        editor: NamedDependency[Viewer],
+        viewer: NamedDependency[Viewer],
         resources: NamedDependency[Resources],
         account_id: FromPath[int],
     ) -> Response[Any]:
         async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
-            account = await get_account(session, editor.workspace_id, account_id)
+            account = await get_account(session, viewer.workspace_id, account_id)
             token = account_token(resources, account) if account else None
             if account is None:
                 raise _not_found()
@@ -157,32 +163,37 @@ class AccountsController(Controller):
             return redirect_to(f"/accounts/{account_id}")
 
         return await idempotent(
-            request, resources, editor, scope="account.subscribe", action=action
+            request, resources, viewer, scope="account.subscribe", action=action
         )
 
-    @post("/{account_id:int}/disconnect", name="account_disconnect", status_code=200)
+    @post(
+        "/{account_id:int}/disconnect",
+        name="account_disconnect",
+        status_code=200,
+        guards=[editors_only],
+    )
     async def disconnect(
         self,
         request: HTMXRequest,
-        editor: NamedDependency[Viewer],
+        viewer: NamedDependency[Viewer],
         resources: NamedDependency[Resources],
         account_id: FromPath[int],
     ) -> Response[Any]:
         token_holder: dict[str, str] = {}
 
         async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
-            account = await get_account(session, editor.workspace_id, account_id)
+            account = await get_account(session, viewer.workspace_id, account_id)
             if account is None:
                 raise _not_found()
             token = account_token(resources, account)
-            if not await disconnect_account(session, editor.workspace_id, account_id):
+            if not await disconnect_account(session, viewer.workspace_id, account_id):
                 return Refused(Redirect(f"/accounts/{account_id}", status_code=303))
             if token:
                 token_holder[account.ig_user_id] = token
             return redirect_to("/accounts?disconnected=1")
 
         response = await idempotent(
-            request, resources, editor, scope="account.disconnect", action=action
+            request, resources, viewer, scope="account.disconnect", action=action
         )
         for ig_user_id, token in token_holder.items():
             await unsubscribe_webhooks(resources.graph, ig_user_id, token)

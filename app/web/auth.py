@@ -3,10 +3,10 @@
 Sign-in runs under the login throttle and starts a session under a fresh id; sign-out deletes
 the session server-side, so a copied cookie or the back button does not bring it back.
 
-Sign-up carries a one-time key like every other state-changing form: a double submit creates
-one account, and the repeat is signed in too (with the same password check and throttle as the
-sign-in form), landing where the first went. The key is fingerprinted with the email and the
-workspace name, never the password.
+Sign-up carries a one-time key like every other state-changing form (`app.web.signup`): a
+double submit creates one account, and the repeat is signed in too (with the same password
+check and throttle as the sign-in form), landing where the first went. The key is
+fingerprinted with the email and the workspace name, never the password.
 """
 
 from __future__ import annotations
@@ -22,34 +22,23 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.current import load_viewer, safe_next, session_identity
 from app.auth.sessions import end_session
-from app.auth.signin import SignedIn, check_sign_in, start_session
+from app.auth.signin import (
+    NO_WORKSPACE,
+    SignedIn,
+    SignInRefused,
+    check_sign_in,
+    first_workspace,
+    start_session,
+)
 from app.auth.throttle import LoginThrottle
 from app.auth.users import InvalidUserError, UserExistsError, normalize_email, validate_credentials
-from app.operations.idempotency import (
-    Finished,
-    KeyRequest,
-    Ran,
-    Refused,
-    Replay,
-    fingerprint_of,
-    run_once,
-)
+from app.operations.idempotency import Refused, fingerprint_of
 from app.resources import Resources
-from app.web.idempotency import (
-    as_response,
-    missing_key_response,
-    one_time_key,
-    redirect_to,
-    unfinished_response,
-)
-from app.workspaces.service import NewUser, create_user_with_workspace
+from app.web.signup import SignUp, client_address, sign_up_and_in
+from app.workspaces.service import create_user_with_workspace
 
 _NO_STORE = {"Cache-Control": "no-store"}
 _TAKEN = "An account with this email already exists. Sign in instead."
-
-
-def _client_address(request: HTMXRequest) -> str:
-    return request.client.host if request.client else "unknown"
 
 
 async def _signed_in(request: HTMXRequest, db_session: NamedDependency[AsyncSession]) -> bool:
@@ -98,7 +87,7 @@ class AuthController(Controller):
             LoginThrottle(resources.redis),
             email=email,
             password=password,
-            address=_client_address(request),
+            address=client_address(request),
         )
         if not isinstance(result, SignedIn):
             return Template(
@@ -141,12 +130,8 @@ class AuthController(Controller):
         except InvalidUserError as exc:
             field = "password" if "password" in str(exc) else "email"
             return _signup_page(values, {field: str(exc)})
-        key = one_time_key(form, request)
-        if key is None:
-            return missing_key_response(request)
-        created: list[NewUser] = []
 
-        async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
+        async def create(session: AsyncSession) -> SignedIn | Refused[Response[Any]]:
             try:
                 new_user = await create_user_with_workspace(
                     session,
@@ -156,41 +141,37 @@ class AuthController(Controller):
                 )
             except UserExistsError:
                 return Refused(_signup_page(values, {"email": _TAKEN}))
-            created.append(new_user)
-            return redirect_to("/accounts?welcome=1")
+            return SignedIn(user_id=new_user.user_id, workspace_id=new_user.workspace_id)
 
-        outcome = await run_once(
-            resources.sessionmaker,
-            KeyRequest(
+        async def land_in(session: AsyncSession, user_id: int) -> int | Response[Any]:
+            workspace_id = await first_workspace(session, user_id)
+            if workspace_id is None:
+                return _signup_page(values, {"email": NO_WORKSPACE}, 403)
+            return workspace_id
+
+        async def password_refused(refused: SignInRefused) -> Response[Any]:
+            if refused.status_code == 400:
+                return _signup_page(values, {"email": _TAKEN})
+            return _signup_page(values, {"email": refused.message}, refused.status_code)
+
+        return await sign_up_and_in(
+            request,
+            resources,
+            db_session,
+            form,
+            SignUp(
                 scope="auth.signup",
-                key=key,
                 fingerprint=fingerprint_of(
                     "auth.signup", normalize_email(values["email"]), values["workspace"]
                 ),
-            ),
-            action,
-        )
-        if isinstance(outcome, Ran):
-            start_session(request, created[0].user_id, created[0].workspace_id)
-            return as_response(request, outcome.response)
-        if isinstance(outcome, Replay):
-            # A double submit: the first request made the account. This one proves the same
-            # password before it is signed in as well.
-            result = await check_sign_in(
-                db_session,
-                LoginThrottle(resources.redis),
                 email=values["email"],
                 password=password,
-                address=_client_address(request),
-            )
-            if not isinstance(result, SignedIn):
-                if result.status_code == 400:
-                    return _signup_page(values, {"email": _TAKEN})
-                return _signup_page(values, {"email": result.message}, result.status_code)
-            await db_session.commit()  # last_login_at
-            start_session(request, result.user_id, result.workspace_id)
-            return as_response(request, outcome.response)
-        return unfinished_response(request, outcome)
+                landing="/accounts?welcome=1",
+            ),
+            create=create,
+            land_in=land_in,
+            password_refused=password_refused,
+        )
 
     @post("/logout", name="logout", status_code=200)
     async def logout(self, request: HTMXRequest) -> Redirect:

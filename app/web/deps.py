@@ -2,13 +2,16 @@
 
 The session is closed by `close_request_session` (a middleware), not by a generator
 dependency: Litestar cleans a generator dependency up only when every dependency of the
-request resolved, so a refusal raised by a later one (`LoginRequired`, a member's 403)
-would leave the session, and its pooled connection, to the garbage collector.
+request resolved, so a refusal raised by a later one (`LoginRequired`) or by a guard would
+leave the session, and its pooled connection, to the garbage collector. A guard that needs
+the database (`app.web.guards`) gets the same session as the handler.
 """
 
 from __future__ import annotations
 
-from litestar import Request
+from typing import Any
+
+from litestar.connection import ASGIConnection
 from litestar.datastructures import State
 from litestar.types import ASGIApp, Receive, Scope, Send
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -23,7 +26,11 @@ def provide_resources(state: State) -> Resources:
     return resources
 
 
-def provide_db_session(request: Request) -> AsyncSession:  # type: ignore[type-arg]
+def provide_db_session(request: ASGIConnection[Any, Any, Any, Any]) -> AsyncSession:
+    """The request's session, opened by whoever asks first (a guard or a dependency)."""
+    opened = request.state.get(_SESSION_KEY)
+    if isinstance(opened, AsyncSession):
+        return opened
     # Nothing commits implicitly: a handler that writes commits itself, so a failed commit
     # surfaces as an error instead of a success page over lost data.
     resources: Resources = request.app.state.resources

@@ -1,13 +1,22 @@
-"""Error pages: people get a short page, machines get JSON, nobody gets a stack trace."""
+"""Error pages: people get a short page, machines get JSON, nobody gets a stack trace.
+
+`login_redirect` answers `LoginRequired` (no valid session): people go to the sign-in page,
+which brings them back afterwards; scripts get 401 JSON.
+"""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import quote
 
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException
-from litestar.response import Template
+from litestar.plugins.htmx import ClientRedirect, HTMXRequest
+from litestar.response import Redirect, Template
+
+from app.auth.current import LoginRequired, safe_next
+from app.web.htmx import wants_partial
 
 logger = logging.getLogger("oncereply.web")
 
@@ -51,3 +60,23 @@ def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> R
     # The details go to the log for the operator; the person sees a calm page.
     logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return _render(request, 500, "The error was logged. Please try again in a moment.")
+
+
+def login_redirect(request: Request[Any, Any, Any], exc: LoginRequired) -> Response[Any]:
+    partial = request if isinstance(request, HTMXRequest) and wants_partial(request) else None
+    if partial is None and not _wants_html(request):
+        return Response(
+            {"status_code": 401, "detail": "Please sign in"},
+            status_code=401,
+            media_type=MediaType.JSON,
+        )
+    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    if partial is not None:
+        # A partial is no page to come back to; return to the page it was part of.
+        here = partial.htmx.current_url_abs_path or "/"
+    elif request.method != "GET":
+        here = "/"  # a form's POST address is no page to come back to
+    target = "/login" if safe_next(here) == "/" else f"/login?next={quote(safe_next(here))}"
+    if partial is not None:
+        return ClientRedirect(target)
+    return Redirect(target, status_code=303)

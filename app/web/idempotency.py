@@ -35,8 +35,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from litestar import MediaType, Response
-from litestar.plugins.htmx import HTMXRequest
-from litestar.response import Redirect, Template
+from litestar.plugins.htmx import HTMXRequest, HTMXTemplate
+from litestar.response import Template
 from markupsafe import Markup
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -53,6 +53,7 @@ from app.operations.idempotency import (
     run_once,
 )
 from app.resources import Resources
+from app.web.htmx import redirect, wants_partial
 
 IDEMPOTENCY_FIELD = "_idem"
 IDEMPOTENCY_HEADER = "idempotency-key"
@@ -84,11 +85,7 @@ def as_response(request: HTMXRequest, stored: dict[str, Any]) -> Response[Any]:
     """Turn a stored answer back into an HTTP response, for the first request and repeats."""
     location = stored.get("location")
     if isinstance(location, str):
-        if request.htmx:
-            # 200 with HX-Redirect: htmx then loads the page itself (a 3xx would be followed
-            # inside the XHR and swapped into the form).
-            return Response(content=b"", status_code=200, headers={"HX-Redirect": location})
-        return Redirect(location, status_code=303)
+        return redirect(request, location)
     html = stored.get("html")
     return Response(
         content=html if isinstance(html, str) else "",
@@ -100,14 +97,15 @@ def as_response(request: HTMXRequest, stored: dict[str, Any]) -> Response[Any]:
 def notice_response(request: HTMXRequest, status: int, title: str, message: str) -> Response[Any]:
     """A short notice: into the page's #flash area for htmx, else a small error page."""
     headers = {"Cache-Control": "no-store"}
-    if request.htmx:
+    if wants_partial(request):
         # Show it in the page's notice area instead of replacing the form that was sent.
-        headers |= {"HX-Retarget": "#flash", "HX-Reswap": "innerHTML"}
-        return Template(
-            "partials/notice.html",
+        return HTMXTemplate(
+            template_name="partials/notice.html",
             context={"level": "warning", "title": title, "message": message},
             status_code=status,
             headers=headers,
+            re_target="#flash",
+            re_swap="innerHTML",
         )
     return Template(
         "error.html",

@@ -22,7 +22,7 @@ from app.db.models import AccountStatus
 from app.delivery_log.overview import load_overview
 from app.health import check_health
 from app.resources import Resources
-from app.web.templating import wants_partial
+from app.web.htmx import wants_partial
 
 
 @get("/", name="home")
@@ -48,7 +48,7 @@ async def home(
     }
     partial = wants_partial(request)
     return Template(
-        "partials/overview_body.html" if partial else "overview.html",
+        "overview/_body.html" if partial else "overview/index.html",
         context=context,
         headers={"Cache-Control": "no-store", "Vary": "HX-Request"},
     )

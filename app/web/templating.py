@@ -1,23 +1,23 @@
-"""Jinja2 setup: template directory, autoescaping, and the filters pages share."""
+"""Jinja2 setup: template directory, autoescaping, and the filters pages share.
+
+The templates are laid out by screen, like the handlers: `templates/<screen>/` (accounts,
+auth, campaigns, log, overview, team) holds a screen's pages, and the htmx partials only that
+screen uses sit next to them as `_*.html`. `templates/partials/` holds the few partials every
+screen shares (the notice an htmx form gets, the header's status badge); `base.html` and
+`error.html` are at the top.
+"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
 
-from litestar.plugins.htmx import HTMXRequest
 from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.template.config import TemplateConfig
 
 from app.web.idempotency import idempotency_input
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates"
-
-
-def wants_partial(request: HTMXRequest) -> bool:
-    """Whether an endpoint that serves a whole page or its partial should answer the partial:
-    htmx asked, and not to restore a page missing from its history cache (that needs it all)."""
-    return bool(request.htmx) and not request.htmx.history_restore_request
 
 
 def _timeago(value: datetime | None, now: datetime | None = None) -> str:

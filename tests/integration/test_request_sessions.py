@@ -1,6 +1,6 @@
 """Every request gives its database connection back, also when it is refused.
 
-A refusal raised while dependencies are resolved (not signed in, a member on an admin's
+A refusal raised while guards and dependencies run (not signed in, a member on an admin's
 route) happens after the request's session has been opened; the connection it checked out
 must be back in the pool when the answer is sent, not whenever the garbage collector
 happens to reach it (by then the pool may be gone, and the connection leaks).

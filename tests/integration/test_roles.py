@@ -22,7 +22,7 @@ from app.db.models import LegState, Role
 from app.resources import Resources
 from app.settings import Settings, load_settings
 from app.web.idempotency import new_idempotency_key
-from app.workspaces.team import InviteCreated, create_invite
+from app.workspaces.invites import InviteCreated, create_invite
 from tests.support.dashboard import csrf_token
 from tests.support.infra import base_env
 from tests.support.log_data import Creator, add_log, add_member, signed_in_as, signed_in_creator

@@ -28,20 +28,17 @@ from app.auth.users import create_user
 from app.db.models import Role, User, WorkspaceInvite, WorkspaceMember
 from app.resources import Resources
 from app.settings import Settings
-from app.workspaces.service import create_user_with_workspace
-from app.workspaces.team import (
+from app.workspaces.invites import (
     Accepted,
     InviteCreated,
     InviteState,
     InviteView,
-    Problem,
-    Refusal,
     accept_invite,
-    change_role,
     create_invite,
-    leave_workspace,
-    remove_member,
 )
+from app.workspaces.members import change_role, leave_workspace, remove_member
+from app.workspaces.roles import Problem, Refusal
+from app.workspaces.service import create_user_with_workspace
 from tests.support.dashboard import (
     PASSWORD,
     add_account,

@@ -7,11 +7,12 @@
 - signed in as the invited email → an Accept button; as someone else → say so, offer sign-out.
 
 Accepting is one conditional UPDATE of the invite (still open, unexpired, for this email)
-plus the membership insert (`app.workspaces.team.accept_invite`), so two tabs or a double
+plus the membership insert (`app.workspaces.invites.accept_invite`), so two tabs or a double
 click accept once. Then the session id is rotated, as at sign-in, onto the invited workspace.
 The token is in the URL: these pages send `Referrer-Policy: no-referrer`, the log scrubs
-`/invite/…` paths (`app.logs`), and the one-time key of the sign-up form is fingerprinted
-with the token's hash and the email, never the password.
+`/invite/…` paths (`app.logs`), and the one-time key of the sign-up form (made and signed in
+by `app.web.signup`, like the sign-up page) is fingerprinted with the token's hash and the
+email, never the password.
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ from typing import Any
 from litestar import Controller, Response, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath
-from litestar.plugins.htmx import HTMXRequest
-from litestar.response import Template
+from litestar.plugins.htmx import ClientRedirect, HTMXRequest
+from litestar.response import Redirect, Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.current import Viewer, optional_viewer
-from app.auth.signin import SignInRefused, check_password, start_session
+from app.auth.signin import SignedIn, SignInRefused, check_password, start_session
 from app.auth.throttle import LoginThrottle
 from app.auth.users import (
     InvalidUserError,
@@ -55,16 +56,16 @@ from app.web.idempotency import (
     redirect_to,
     unfinished_response,
 )
-from app.workspaces.team import (
+from app.web.signup import LandIn, SignUp, client_address, sign_up_and_in
+from app.workspaces.invites import (
     Accepted,
     InviteState,
     InviteView,
     accept_invite,
     find_invite,
     hash_token,
-    is_member,
-    workspaces_of,
 )
+from app.workspaces.members import is_member, workspaces_of
 
 _HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 _CLOSED = {
@@ -145,8 +146,8 @@ def _invite_page(
 
 
 def _is_success(response: Response[Any]) -> bool:
-    """The stored "go on" answer of an accept (a 303, or htmx's HX-Redirect)."""
-    return response.status_code == 303 or "hx-redirect" in {k.lower() for k in response.headers}
+    """The stored "go on" answer of an accept (a 303, or htmx's redirect)."""
+    return isinstance(response, Redirect | ClientRedirect)
 
 
 class InviteController(Controller):
@@ -225,12 +226,8 @@ class InviteController(Controller):
             if invite.state is not InviteState.OPEN:
                 return _closed(invite)
             return _invite_page(token, invite, "signup", errors=errors, status_code=422)
-        key = one_time_key(form, request)
-        if key is None:
-            return missing_key_response(request)
-        joined: list[int] = []
 
-        async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
+        async def create(session: AsyncSession) -> SignedIn | Refused[Response[Any]]:
             try:
                 user_id = await create_user(session, email=invite.email, password=password)
             except UserExistsError:  # made meanwhile, in another tab
@@ -239,30 +236,27 @@ class InviteController(Controller):
             result = await accept_invite(session, token=token, user_id=user_id, email=invite.email)
             if not isinstance(result, Accepted):
                 return Refused(_closed(result))
-            joined.append(user_id)
-            return redirect_to("/")
+            return SignedIn(user_id=user_id, workspace_id=invite.workspace_id)
 
-        outcome = await run_once(
-            resources.sessionmaker, _key_request("invite.signup", key, token, invite), action
-        )
-        if isinstance(outcome, Ran):
-            start_session(request, joined[0], invite.workspace_id)
-            return as_response(request, outcome.response)
-        if isinstance(outcome, Replay):
-            # A double click: the first request made the account. Sign this one in too, with
-            # the same checks (and throttle) as the sign-in form.
-            user_id = await check_password(
-                db_session,
-                LoginThrottle(resources.redis),
+        async def password_refused(_: SignInRefused) -> Response[Any]:
+            return _closed(await find_invite(db_session, token))
+
+        return await sign_up_and_in(
+            request,
+            resources,
+            db_session,
+            form,
+            SignUp(
+                scope="invite.signup",
+                fingerprint=_fingerprint("invite.signup", token, invite),
                 email=invite.email,
                 password=password,
-                address=_address(request),
-            )
-            if isinstance(user_id, SignInRefused):
-                return _closed(await find_invite(db_session, token))
-            await db_session.commit()
-            return await _land(request, db_session, user_id, invite, outcome.response)
-        return unfinished_response(request, outcome)
+                landing="/",
+            ),
+            create=create,
+            land_in=_joined(invite),
+            password_refused=password_refused,
+        )
 
     @post("/{token:str}/signin", name="invite_signin", status_code=200)
     async def signin(
@@ -283,7 +277,7 @@ class InviteController(Controller):
             LoginThrottle(resources.redis),
             email=invite.email,
             password=str(form.get("password") or ""),
-            address=_address(request),
+            address=client_address(request),
         )
         if isinstance(user_id, SignInRefused):
             if invite.state is not InviteState.OPEN:
@@ -307,11 +301,23 @@ class InviteController(Controller):
             return redirect_to("/")
 
         outcome = await run_once(
-            resources.sessionmaker, _key_request("invite.signin", key, token, invite), action
+            resources.sessionmaker,
+            KeyRequest(
+                scope="invite.signin",
+                key=key,
+                fingerprint=_fingerprint("invite.signin", token, invite),
+            ),
+            action,
         )
-        if isinstance(outcome, Ran | Replay):
-            return await _land(request, db_session, user_id, invite, outcome.response)
-        return unfinished_response(request, outcome)
+        if not isinstance(outcome, Ran | Replay):
+            return unfinished_response(request, outcome)
+        # Sign the browser in (a fresh session id) onto the invited workspace, if they joined
+        # it, and give the stored answer (the overview).
+        landed = await _joined(invite)(db_session, user_id)
+        if not isinstance(landed, int):
+            return landed
+        start_session(request, user_id, landed)
+        return as_response(request, outcome.response)
 
 
 async def _visitor_mode(session: AsyncSession, email: str) -> str:
@@ -323,30 +329,18 @@ async def _visitor_mode(session: AsyncSession, email: str) -> str:
     return "signin" if await workspaces_of(session, user.id) else "signin_here"
 
 
-def _address(request: HTMXRequest) -> str:
-    return request.client.host if request.client else "unknown"
+def _fingerprint(scope: str, token: str, invite: InviteView) -> str:
+    # The token's hash and the email: never the password.
+    return fingerprint_of(scope, hash_token(token), invite.email)
 
 
-def _key_request(scope: str, key: str, token: str, invite: InviteView) -> KeyRequest:
-    # Fingerprinted with the token's hash and the email: never the password.
-    return KeyRequest(
-        scope=scope,
-        key=key,
-        fingerprint=fingerprint_of(scope, hash_token(token), invite.email),
-    )
+def _joined(invite: InviteView) -> LandIn:
+    """The invited workspace, if the user is in it; else the spent link's page."""
 
+    async def land_in(session: AsyncSession, user_id: int) -> int | Response[Any]:
+        if await is_member(session, invite.workspace_id, user_id):
+            return invite.workspace_id
+        # Accepted, but no longer a member (removed in between): the link is spent all the same.
+        return _closed(replace(invite, state=InviteState.USED))
 
-async def _land(
-    request: HTMXRequest,
-    session: AsyncSession,
-    user_id: int,
-    invite: InviteView,
-    stored: dict[str, Any],
-) -> Response[Any]:
-    """Sign the browser in (a fresh session id) onto the invited workspace, if they joined it,
-    and give the stored answer (the overview)."""
-    if await is_member(session, invite.workspace_id, user_id):
-        start_session(request, user_id, invite.workspace_id)
-        return as_response(request, stored)
-    # Accepted, but no longer a member (removed in between): the link is spent all the same.
-    return _closed(replace(invite, state=InviteState.USED))
+    return land_in

@@ -1,0 +1,35 @@
+"""Campaign screens under `/campaigns`, one module each: the list (`listing`), the editor
+(`editor`, with the DM preview in `preview`, the keyword chips in `keywords` and the post
+picker in `media`), the status buttons (`status`), and "Try a comment" (`try_comment`).
+
+Every state-changing form carries an idempotency key (`app.web.idempotency`), so a double
+click saves once and both clicks land on the same page. The rules live in `app.campaigns`.
+The handlers are plain functions gathered in one router: the list and the editor's create
+share the address `/campaigns`, which two controllers cannot.
+"""
+
+from __future__ import annotations
+
+from litestar import Router
+
+from app.web.campaigns import editor, keywords, listing, media, preview, status, try_comment
+
+campaigns_router = Router(
+    path="/campaigns",
+    route_handlers=[
+        listing.campaign_list,
+        editor.new,
+        editor.create,
+        editor.edit,
+        editor.save,
+        preview.preview,
+        keywords.keywords,
+        media.media,
+        status.activate,
+        status.pause,
+        status.archive,
+        status.duplicate,
+        try_comment.try_page,
+        try_comment.try_comment,
+    ],
+)

@@ -1,0 +1,258 @@
+"""The campaign editor: a new campaign (`/campaigns/new`, saved by `POST /campaigns`) and an
+existing one (`/campaigns/{id}`, saved by posting to the same address). Owners and admins
+save; members see the editor read-only.
+
+The editor is one form that also works without JavaScript. With htmx it posts in place: a
+form with errors comes back as the form partial (HTTP 422, errors next to the fields), a save
+answers with a redirect. A save names the version it was opened at, so a save made meanwhile
+by someone else is refused (409) instead of overwritten; a live campaign must stay complete.
+The DM preview, the keyword chips and the post picker are their own small endpoints
+(`preview`, `keywords`, `media`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from litestar import Response, get, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, FromQuery
+from litestar.plugins.htmx import HTMXRequest
+from litestar.response import Redirect, Template
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.accounts.cards import list_accounts, list_usable_accounts
+from app.auth.current import Viewer
+from app.campaigns.service import (
+    EDITABLE,
+    Problem,
+    Refusal,
+    create_campaign,
+    explain_update,
+    get_campaign,
+    update_campaign,
+)
+from app.campaigns.validation import (
+    CampaignInput,
+    activation_problems,
+    check_campaign,
+    input_from_values,
+    parse_campaign_form,
+)
+from app.db.models import AccountStatus, Campaign, CampaignStatus
+from app.operations.idempotency import Finished, Refused
+from app.resources import Resources
+from app.web.campaigns.common import NO_STORE, campaign_not_found
+from app.web.campaigns.preview import preview_context
+from app.web.guards import editors_only
+from app.web.htmx import wants_partial
+from app.web.idempotency import idempotent, redirect_to
+
+_NOTICES = {
+    "saved": "Saved.",
+    "created": "Campaign created.",
+    "copied": "This is a copy, saved as a draft. Rename it and pick its post.",
+}
+_MUST_STAY_COMPLETE = "This campaign is live, so it must stay complete; pause it to save a draft."
+
+
+@get("/new", name="campaign_new", guards=[editors_only])
+async def new(
+    request: HTMXRequest,
+    viewer: NamedDependency[Viewer],
+    db_session: NamedDependency[AsyncSession],
+    account_id: FromQuery[int | None] = None,
+) -> Template | Redirect:
+    accounts = await list_usable_accounts(db_session, viewer.workspace_id)
+    if not accounts:
+        return Redirect("/accounts?need=1", status_code=303)
+    chosen = next((a for a in accounts if a.id == account_id), accounts[0])
+    form = CampaignInput(account_id=str(chosen.id))
+    return await _editor_page(request, db_session, viewer, campaign=None, form=form)
+
+
+@post("/", name="campaign_create", status_code=200, guards=[editors_only])
+async def create(
+    request: HTMXRequest,
+    viewer: NamedDependency[Viewer],
+    resources: NamedDependency[Resources],
+    db_session: NamedDependency[AsyncSession],
+) -> Response[Any]:
+    raw = await request.form()
+    form = parse_campaign_form(raw)
+    activate = raw.get("activate") == "1"
+    errors = check_campaign(form, require_complete=activate)
+    if errors:
+        return await _editor_page(
+            request, db_session, viewer, campaign=None, form=form, errors=errors, status=422
+        )
+
+    async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
+        campaign_id = await create_campaign(
+            session,
+            workspace_id=viewer.workspace_id,
+            user_id=viewer.user_id,
+            values=form.column_values(),
+            activate=activate,
+        )
+        if campaign_id is None:
+            return Refused(
+                await _editor_page(
+                    request,
+                    db_session,
+                    viewer,
+                    campaign=None,
+                    form=form,
+                    errors={"account_id": "Choose one of this workspace's connected accounts."},
+                    status=422,
+                )
+            )
+        return redirect_to(f"/campaigns/{campaign_id}?notice=created")
+
+    return await idempotent(request, resources, viewer, scope="campaign.create", action=action)
+
+
+@get("/{campaign_id:int}", name="campaign")
+async def edit(
+    *,
+    request: HTMXRequest,
+    viewer: NamedDependency[Viewer],
+    db_session: NamedDependency[AsyncSession],
+    campaign_id: FromPath[int],
+    notice: FromQuery[str | None] = None,
+    check: FromQuery[bool] = False,
+) -> Template:
+    campaign = await get_campaign(db_session, viewer.workspace_id, campaign_id)
+    if campaign is None:
+        raise campaign_not_found()
+    form = input_from_values({name: getattr(campaign, name) for name in EDITABLE})
+    errors = activation_problems(form) if check else {}
+    message = _NOTICES.get(notice or "")
+    if check and errors:
+        message = "Before it can go live, this campaign needs the fields marked below."
+    return await _editor_page(
+        request, db_session, viewer, campaign=campaign, form=form, errors=errors, notice=message
+    )
+
+
+@post("/{campaign_id:int}", name="campaign_save", status_code=200, guards=[editors_only])
+async def save(
+    request: HTMXRequest,
+    viewer: NamedDependency[Viewer],
+    resources: NamedDependency[Resources],
+    db_session: NamedDependency[AsyncSession],
+    campaign_id: FromPath[int],
+) -> Response[Any]:
+    campaign = await get_campaign(db_session, viewer.workspace_id, campaign_id)
+    if campaign is None:
+        raise campaign_not_found()
+    raw = await request.form()
+    form = parse_campaign_form(raw)
+    try:
+        seen_version = int(str(raw.get("version") or ""))
+    except ValueError:
+        seen_version = -1
+    live = campaign.status is CampaignStatus.ACTIVE
+    errors = check_campaign(form, require_complete=live)
+    if errors:
+        return await _editor_page(
+            request,
+            db_session,
+            viewer,
+            campaign=campaign,
+            form=form,
+            errors=errors,
+            status=422,
+            notice=_MUST_STAY_COMPLETE if live and activation_problems(form) else None,
+        )
+
+    async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
+        version = await update_campaign(
+            session,
+            workspace_id=viewer.workspace_id,
+            campaign_id=campaign_id,
+            seen_version=seen_version,
+            values=form.column_values(),
+            complete=not activation_problems(form),
+        )
+        if version is not None:
+            return redirect_to(f"/campaigns/{campaign_id}?notice=saved")
+        refusal = await explain_update(
+            session,
+            workspace_id=viewer.workspace_id,
+            campaign_id=campaign_id,
+            seen_version=seen_version,
+            account_id=int(form.account_id),
+        )
+        return Refused(
+            await _refused_save(
+                request, db_session, viewer, campaign=campaign, form=form, refusal=refusal
+            )
+        )
+
+    return await idempotent(request, resources, viewer, scope="campaign.save", action=action)
+
+
+async def _editor_page(
+    request: HTMXRequest,
+    session: AsyncSession,
+    viewer: Viewer,
+    *,
+    campaign: Campaign | None,
+    form: CampaignInput,
+    errors: Mapping[str, str] | None = None,
+    status: int = 200,
+    notice: str | None = None,
+) -> Template:
+    """The editor page, or only its form when htmx asked (errors swap in place)."""
+    accounts = await list_accounts(session, viewer.workspace_id)
+    context = {
+        "campaign": campaign,
+        "form": form,
+        "errors": errors or {},
+        "accounts": [a for a in accounts if a.status is not AccountStatus.DISCONNECTED] or accounts,
+        "notice": notice,
+        "can_change": viewer.can_change,
+        "preview": preview_context(form),
+    }
+    template = "campaigns/_form.html" if wants_partial(request) else "campaigns/edit.html"
+    return Template(template, context=context, status_code=status, headers=NO_STORE)
+
+
+async def _refused_save(
+    request: HTMXRequest,
+    session: AsyncSession,
+    viewer: Viewer,
+    *,
+    campaign: Campaign,
+    form: CampaignInput,
+    refusal: Refusal,
+) -> Response[Any]:
+    """The editor again, saying why the save changed nothing."""
+    if refusal.problem is Problem.NOT_FOUND:
+        raise campaign_not_found()
+    errors: dict[str, str] = {}
+    status, notice = 409, None
+    if refusal.problem is Problem.ARCHIVED:
+        notice = "This campaign is archived; archived campaigns cannot be edited."
+    elif refusal.problem is Problem.CHANGED:
+        notice = (
+            "Someone saved this campaign after you opened it. Your changes were not saved: "
+            "reload the page to see the latest version."
+        )
+    elif refusal.problem is Problem.ACCOUNT:
+        status, errors = 422, {"account_id": "Choose one of this workspace's accounts."}
+    else:
+        status, errors = 422, dict(activation_problems(form))
+        notice = _MUST_STAY_COMPLETE
+    return await _editor_page(
+        request,
+        session,
+        viewer,
+        campaign=campaign,
+        form=form,
+        errors=errors,
+        status=status,
+        notice=notice,
+    )

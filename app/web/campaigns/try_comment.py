@@ -1,0 +1,73 @@
+""" "Try a comment": type a comment (and optionally a post) for one account and see which
+campaign would answer it, with the reason for every campaign that would not. Drafts and
+paused campaigns are shown too. It asks a question and changes nothing (a POST only because
+a comment can be long), so any member may use it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import get, post
+from litestar.di import NamedDependency
+from litestar.exceptions import NotFoundException
+from litestar.params import FromQuery
+from litestar.plugins.htmx import HTMXRequest
+from litestar.response import Template
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.accounts.cards import get_account, list_usable_accounts
+from app.auth.current import Viewer
+from app.campaigns.matching import CommentFacts, choose_campaign
+from app.campaigns.rules import load_rules_to_try
+from app.web.campaigns.common import NO_STORE
+from app.web.htmx import wants_partial
+
+
+@get("/try", name="campaign_try")
+async def try_page(
+    viewer: NamedDependency[Viewer],
+    db_session: NamedDependency[AsyncSession],
+    account_id: FromQuery[int | None] = None,
+) -> Template:
+    accounts = await list_usable_accounts(db_session, viewer.workspace_id)
+    chosen = next((a for a in accounts if a.id == account_id), accounts[0] if accounts else None)
+    return Template(
+        "campaigns/try.html",
+        context={"accounts": accounts, "chosen": chosen},
+        headers=NO_STORE,
+    )
+
+
+@post("/try", name="campaign_try_run", status_code=200)
+async def try_comment(
+    request: HTMXRequest,
+    viewer: NamedDependency[Viewer],
+    db_session: NamedDependency[AsyncSession],
+) -> Template:
+    raw = await request.form()
+    text = str(raw.get("comment") or "")
+    media_id = str(raw.get("media_id") or "").strip() or None
+    try:
+        account_id = int(str(raw.get("account_id") or ""))
+    except ValueError:
+        account_id = 0
+    account = await get_account(db_session, viewer.workspace_id, account_id)
+    if account is None:
+        raise NotFoundException("No such account in this workspace.")
+    rules = await load_rules_to_try(db_session, viewer.workspace_id, account.id)
+    decision = choose_campaign(rules, CommentFacts(text=text, media_id=media_id))
+    context: dict[str, Any] = {
+        "decision": decision,
+        "comment": text,
+        "media_id": media_id,
+        "rules": {rule.id: rule for rule in rules},
+    }
+    headers = {**NO_STORE, "Vary": "HX-Request"}
+    if wants_partial(request):
+        return Template("campaigns/_try_result.html", context=context, headers=headers)
+    # Without JavaScript the form posts here as a page: answer with the page, the form
+    # filled in as it was sent and the result under it.
+    accounts = await list_usable_accounts(db_session, viewer.workspace_id)
+    context |= {"accounts": accounts, "chosen": account}
+    return Template("campaigns/try.html", context=context, headers=headers)

@@ -1,0 +1,42 @@
+"""`/log/misses`: comments that triggered nothing, and why (no keyword matched, an excluded
+keyword, …), filtered and paged like the table."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from litestar import get
+from litestar.di import NamedDependency
+from litestar.plugins.htmx import HTMXRequest
+from litestar.response import Template
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth.current import Viewer
+from app.db.models import MissReason
+from app.delivery_log.filters import MissFilter
+from app.delivery_log.misses import MISS_REASONS, VERDICTS, fetch_misses
+from app.delivery_log.queries import workspace_names
+from app.web.log.paging import cursors, page_or_results, pager
+
+
+@get("/misses", name="log_misses")
+async def misses(
+    request: HTMXRequest,
+    viewer: NamedDependency[Viewer],
+    db_session: NamedDependency[AsyncSession],
+) -> Template:
+    f = MissFilter.parse(request.query_params)
+    before, after = cursors(request)
+    page = await fetch_misses(db_session, viewer.workspace_id, f, before=before, after=after)
+    context = {
+        **pager("/log/misses", f.items(), page, before, after),
+        "f": f,
+        "page": page,
+        "names": await workspace_names(db_session, viewer.workspace_id),
+        "today": datetime.now(UTC).date(),
+        "reasons": [(r.value, MISS_REASONS.get(r, r.value)) for r in MissReason],
+        "verdicts": VERDICTS,
+    }
+    return page_or_results(
+        request, context, full="log/misses.html", partial="log/_misses_results.html"
+    )
