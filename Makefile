@@ -113,9 +113,10 @@ test: install services chromium lint typecheck migrate-check ## everything CI ru
 	@$(call smoke,bench.log_queries,bench-log)
 	@$(call smoke,bench.deliver,bench-deliver)
 
-lint: ## ruff check and format check
+lint: ## ruff check, format check, and the import layering (lint-imports, pyproject.toml)
 	@$(RUN) ruff check --quiet .
 	@$(RUN) ruff format --check --quiet .
+	@out=$$($(RUN) lint-imports --no-logo 2>&1) || { echo "$$out"; exit 1; }
 
 format: ## apply ruff's fixes and formatting
 	@$(RUN) ruff check --fix --quiet . || true
@@ -161,4 +162,4 @@ chaos: install services ## random faults + a worker SIGKILL; fails on any duplic
 	@$(RUN) python -m bench.chaos $(if $(SMOKE),--smoke,)
 
 clean: ## remove caches and test output
-	rm -rf .pytest_cache .mypy_cache .ruff_cache test-results
+	rm -rf .pytest_cache .mypy_cache .ruff_cache .import_linter_cache test-results
