@@ -1,4 +1,4 @@
-"""Comments: ``/{media}/comments``, the comment node, and public replies (reference §2.3-2.4).
+"""Comments: ``/{media}/comments``, the comment node, and public replies.
 
 Only top-level comments are listed, newest first, at most 50 a page; replies come nested
 under ``replies`` as ``{"data": [...]}`` when asked for. A public reply to a reply is attached

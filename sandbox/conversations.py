@@ -1,4 +1,4 @@
-"""The Conversations API: find a thread by IGSID and read its 20 newest messages (§2.7).
+"""The Conversations API: find a thread by IGSID and read its 20 newest messages.
 
 Limited to ``conversations_per_second`` calls per account (Meta documents 2/s).
 """
@@ -43,7 +43,7 @@ def render_message(call: GraphCall, message: Message, fields: FieldTree) -> dict
         elif name == "to":
             out["to"] = {"data": [_party(call, message, not message.from_business)]}
         elif name == "message":
-            # Templates read back as their text; Meta's exact rendering is unverified (§2.7).
+            # Templates read back as their text; how Meta renders them here is unverified.
             payload = (message.attachment or {}).get("payload") or {}
             out["message"] = message.text or payload.get("text") or ""
         elif name == "attachments" and message.attachment is not None:

@@ -1,4 +1,4 @@
-"""Meta-shaped error bodies (reference §5 and §6.3/§6.4).
+"""Meta-shaped error bodies: the Graph error object and the legacy OAuth shape.
 
 Graph endpoints answer ``{"error": {"message", "type", "code", "error_subcode"?, "is_transient"?,
 "fbtrace_id"}}``; the OAuth code exchange answers the legacy Instagram shape

@@ -1,4 +1,4 @@
-"""Identifiers in the formats Meta uses (reference §6.7).
+"""Identifiers in the formats Meta uses.
 
 Object ids are ~17-digit numeric strings, IGSIDs ~16 digits, message and conversation ids are
 base64 of an ``ig_...`` string (so they start with ``aWdf``), tokens start with ``IGAA``.

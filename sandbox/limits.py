@@ -1,4 +1,4 @@
-"""Rate limits and the usage headers Meta sends with them (reference §4.3).
+"""Rate limits and the usage header Meta sends with them (`X-Business-Use-Case-Usage`).
 
 Per account: sends per second (code 4), private replies per rolling hour (613/2534040), and
 Conversations API calls per second. Every window is a deque of times from the sandbox clock,

@@ -1,4 +1,4 @@
-"""``/me``, the account node, ``/{ig-user-id}/media`` and the media node (reference §2.1-2.2)."""
+"""``/me``, the account node, ``/{ig-user-id}/media`` and the media node."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Validation of a Send API ``message`` object against Instagram's limits (reference §2.5).
+"""Validation of a Send API ``message`` object against Instagram's limits.
 
 Text is at most 1000 UTF-8 bytes; a button template has text of at most 640 characters and
 1-3 buttons with titles of at most 20; a generic template has 1-10 elements with 80-character

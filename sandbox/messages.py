@@ -1,4 +1,4 @@
-"""``POST /{ig-user-id}/messages``: private replies and DMs, with Instagram's rules (§4.1-4.2).
+"""``POST /{ig-user-id}/messages``: private replies and DMs, with Instagram's rules.
 
 - ``recipient.comment_id``: one private reply per comment (100/2534025 after that, unless the
   ``enforce_one_private_reply`` setting is off), only within 7 days of the comment (10/2534022),
@@ -8,7 +8,7 @@
   postback tap (10/2534022, HTTP 403); a private reply does not open it.
 - Every send counts against ``sends_per_second`` per account (code 4).
 - Scopes: ``instagram_business_manage_messages`` for every send, and a private reply also
-  ``instagram_business_manage_comments`` (§4.1); a missing one is code 200, HTTP 403.
+  ``instagram_business_manage_comments``; a missing one is code 200, HTTP 403.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ async def send(call: GraphCall, node_id: str) -> Response[bytes]:
         account = call.own_account(node_id)
         require_scope(call.token(), MESSAGES)
         if comment_id is not None:
-            # A private reply acts on a comment: §4.1 asks for manage_comments as well.
+            # A private reply acts on a comment, so it needs manage_comments as well.
             require_scope(call.token(), COMMENTS)
     except GraphError as error:
         raise note_error(record, error) from None

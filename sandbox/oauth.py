@@ -1,4 +1,4 @@
-"""Instagram Login: the authorize page, the code exchange and the token endpoints (§1.1).
+"""Instagram Login: the authorize page, the code exchange and the token endpoints.
 
 - ``GET /oauth/authorize`` shows a page where a person picks a test account and allows or
   denies; allow redirects to ``redirect_uri?code=...&state=...#_`` and deny to the documented
@@ -37,7 +37,7 @@ from sandbox.tokens import ALL_SCOPES, BASIC, REFRESH_MIN_AGE, mint
 
 CODE_LIFETIME = 3600.0
 AUTH_REQUEST_LIFETIME = 3600.0
-# RFC 7636 §4.1-4.2: a verifier is 43-128 unreserved characters; an S256 challenge is the
+# PKCE (RFC 7636): a verifier is 43-128 unreserved characters; an S256 challenge is the
 # unpadded base64url of its SHA-256, 43 characters.
 _VERIFIER = re.compile(r"[A-Za-z0-9._~-]{43,128}")
 _S256_CHALLENGE = re.compile(r"[A-Za-z0-9_-]{43}")

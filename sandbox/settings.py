@@ -24,7 +24,7 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     sends_per_second: Positive = 100
     conversations_per_second: Positive = 2
     follow_lag_seconds: Seconds = 0.0
-    # "flat" is what Meta really returns; "data" is the wrapper its docs show (§6.1).
+    # "flat" is what Meta really returns; "data" is the wrapper its documentation shows.
     token_response_shape: Literal["flat", "data"] = "flat"  # noqa: S105 - not a secret
     me_response_shape: Literal["flat", "data"] = "flat"
     require_subscription: bool = True

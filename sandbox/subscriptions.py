@@ -1,4 +1,4 @@
-"""``/{ig-user-id}/subscribed_apps``: the per-account webhook subscription (reference §2.6).
+"""``/{ig-user-id}/subscribed_apps``: the per-account webhook subscription.
 
 Webhooks for an account flow only for the fields it subscribed (unless the
 ``require_subscription`` setting is off). ``POST /me/subscribed_apps`` fails with code 100 as

@@ -1,4 +1,4 @@
-"""Access tokens: minting, lifetimes and the 190 errors (reference §1.1 and §6.14).
+"""Access tokens: minting, lifetimes and the 190 errors (460 revoked, 463 expired, 467 unknown).
 
 Short-lived tokens last an hour, long-lived ones 60 days; a long-lived token can be refreshed
 once it is at least 24 hours old and until it expires.

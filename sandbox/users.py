@@ -1,4 +1,4 @@
-"""``GET /{igsid}``: a fan's profile and the follow-gate check (reference §2.7).
+"""``GET /{igsid}``: a fan's profile and the follow-gate check (`is_user_follow_business`).
 
 Meta answers only after the person has consented by messaging the account or tapping a
 postback; before that it is code 230. ``is_user_follow_business`` turns true only

@@ -2,7 +2,7 @@
 
 ``comments`` travel as ``entry[].changes[]`` values; ``messages`` (fan messages and echoes of
 the business's own sends), ``messaging_postbacks`` and ``messaging_seen`` as ``messaging[]``
-items (reference §3.4).
+items.
 """
 
 from __future__ import annotations

@@ -87,7 +87,7 @@ def encode_body(events: list[WebhookEvent], *, flat: bool, legacy: bool, now: fl
             key = (event.account_id, "messaging")
             entry = grouped.get(key)
             if entry is None:
-                # Messaging entries carry milliseconds, change entries seconds (§6.6).
+                # Messaging entries carry milliseconds, change entries seconds, as Meta sends them.
                 entry = grouped[key] = {
                     "id": event.account_id,
                     "time": int(now * 1000),

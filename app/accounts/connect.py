@@ -1,6 +1,6 @@
 """Connecting an Instagram professional account to a workspace, and disconnecting it.
 
-The flow (reference `instagram-platform.md` §1.1, §2.1, §2.6):
+The flow, with Instagram Login (OAuth), `/me` and `subscribed_apps`:
 
 1. `begin_connect` makes the authorize URL; its `state`, PKCE verifier, workspace and start
    time go into the server-side session (`PendingConnect`).

@@ -1,7 +1,7 @@
 """Refreshing long-lived access tokens: daily for those about to expire, and on a 190 answer.
 
-Meta refreshes a long-lived token only once it is at least 24 hours old and not yet expired
-(reference §1.1); the refreshed token lives another 60 days. The new token replaces the old one
+Meta refreshes a long-lived token only once it is at least 24 hours old and not yet expired;
+the refreshed token lives another 60 days. The new token replaces the old one
 with a conditional UPDATE on the old ciphertext, so a reconnect or another worker's refresh in
 the meantime is never overwritten. A failed refresh is an operational event.
 """

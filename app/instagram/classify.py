@@ -1,6 +1,6 @@
 """What a Graph answer to a send means for delivery: sent, rejected, retryable or ambiguous.
 
-The table follows reference/instagram-platform.md §5 and DESIGN §4.3, with one rule above all:
+The table (docs/architecture.md#classification) has one rule above all:
 when Meta may have delivered the message, the answer is AMBIGUOUS and the leg becomes
 UNCONFIRMED, never sent again automatically. So an HTTP 5xx is ambiguous whatever error code
 rides on it, codes 1 and 2 are ambiguous whatever their HTTP status, and a timeout or reset

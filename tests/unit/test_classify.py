@@ -1,4 +1,5 @@
-"""The reference table (instagram-platform.md §5) as DESIGN §4.3 reads it, row by row."""
+"""How every kind of answer to a send is classified (docs/architecture.md#classification),
+row by row: Meta's error codes and subcodes, HTTP statuses and transport failures."""
 
 from __future__ import annotations
 

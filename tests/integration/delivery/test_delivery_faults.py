@@ -2,7 +2,8 @@
 
 Ambiguous answers (the sandbox delivers, then errs, hangs or resets) must end UNCONFIRMED
 with exactly one message in the inbox and no further request, whatever runs afterwards.
-Definite rejections land in the state the reference table gives them, with its retry rule.
+Definite rejections land in the state their classification gives them, with its retry rule
+(docs/architecture.md#classification).
 """
 
 from __future__ import annotations

@@ -222,7 +222,7 @@ def test_per_second_send_limit_is_code_4(
         True,
         "(#4) Application request limit reached",
     )
-    # The usage header comes with the refusal too (§6.12); the wait is under a minute.
+    # The usage header comes with the refusal too, as Meta sends it; the wait is under a minute.
     usage = json.loads(limited[0].headers["x-business-use-case-usage"])
     assert usage[SUNNY][0]["call_count"] == 100
     assert usage[SUNNY][0]["estimated_time_to_regain_access"] == 0
