@@ -1,5 +1,6 @@
 """docs/architecture.md stays true to the code: what it names exists, what it counts adds up,
-and every `docs/architecture.md#anchor` cited anywhere in the repository is one of its own.
+and every anchor of it cited anywhere in the repository (the file's name, `#`, the anchor) is
+one of its own.
 
 A citation is a backticked repository path, optionally with the name it points at:
 `app/delivery/send/claims.py:claim_private_reply`, `...:WebhookIntake.store` (a class's
