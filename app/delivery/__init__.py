@@ -7,5 +7,7 @@
 - `recovery`: the safety nets that settle what a send, a worker or a webhook left open.
 
 Each stage may use the ones after it in this order — recovery → intake → send → content —
-never one before it.
+never one before it (an import contract). The path of one comment through them is
+docs/architecture.md#comment-path; the rules that make its reply go out once,
+docs/architecture.md#delivery-protocol.
 """

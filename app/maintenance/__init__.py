@@ -1,1 +1,3 @@
-"""Housekeeping the worker runs on a schedule."""
+"""Housekeeping the worker runs on a schedule: `retention` forgets expired idempotency keys
+and the bodies of webhook events processed long ago (the `purge_expired` job).
+"""

@@ -3,7 +3,7 @@
 Low in the layering: services enqueue work by `JobName` through `enqueue`/`enqueue_many` on
 the queue their process opened, and never import the job registry (`app.jobs.registry`),
 which sits at the top and hands its options to each process's queue when it is opened.
-`saq_adapter` is the only module that touches SAQ's internals.
+`saq_adapter` is the only module that touches SAQ's internals (docs/architecture.md#queue).
 """
 
 from app.queue.enqueue import (

@@ -7,5 +7,5 @@ statements are in `claims` (load, claim) and `recording` (record, settle, postpo
 values in `legs`; `outcomes` turns a classified answer into the leg's next state. `budget`
 is the hourly private-reply budget (Redis), `quota` the monthly DM quota, `account_state`
 the account's 368 pauses and 190 tokens; `scheduling` enqueues delivery jobs with keys that
-coalesce.
+coalesce. The statements and what each guarantees: docs/architecture.md#statements.
 """
