@@ -1,9 +1,9 @@
 """Next-post binding: a `next_post` campaign takes the first post or reel published after it
 was armed, and the comments that post already has are not lost.
 
-Runs as a cron (every minute) and on request right after a campaign is armed
-(`request_binding`). For each account with waiting campaigns (active, `next_post`, armed, no
-`media_id`):
+Runs as a cron (every minute); `request_binding` asks for a run for one account at once
+(nothing calls it yet: an armed campaign waits for the cron). For each account with waiting
+campaigns (active, `next_post`, armed, no `media_id`):
 
 1. Read the account's media, newest first, a page or two: only as far back as the oldest
    arming time. Posts and reels count (`FEED`, `REELS`); ads and stories do not.
