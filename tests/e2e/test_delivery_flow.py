@@ -94,7 +94,9 @@ def test_a_fans_comment_turns_sent_in_the_open_log_and_one_dm_arrives(
     # The row opens its timeline: the ledger entry, the decision, the call to Instagram.
     page.locator("#log-rows tr.log-row a.log-open").click()
     expect(page.locator("#pr-state .state")).to_have_text("SENT")
-    expect(page.locator("#seen-via")).to_contain_text("webhook")
+    # Either path may see it first on a busy machine: the webhook, or the reconciler's first
+    # sweep of the newly active campaign's account; the ledger keeps one row either way.
+    expect(page.locator("#seen-via")).to_contain_text(re.compile("webhook|reconciler's poll"))
     expect(page.locator("#ledger")).to_contain_text("RECIPE please! 🍋")
     expect(page.locator("#decision")).to_contain_text("“Lemon loaf recipe” answered")
     expect(page.locator("#attempts tbody tr")).to_have_count(1)
