@@ -151,6 +151,8 @@ def _serve(settings: Settings, host: str, port: int) -> int:
         log_level=settings.log_level.lower(),
         access_log=False,
         proxy_headers=True,
+        # Only the reverse proxy's forwarded headers count; uvicorn ignores everyone else's.
+        forwarded_allow_ips=list(settings.trusted_proxies),
         timeout_graceful_shutdown=10,
     )
     return 0

@@ -7,6 +7,7 @@ that one line and exit with status 2, so a bad deployment stops before it serves
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -50,6 +51,9 @@ class Settings:
     log_level: str
     # Follow gate: re-check a "not following" after each of these waits (Meta lags a follow).
     follow_recheck_delays_s: tuple[float, ...] = (20.0, 40.0)
+    # Peers whose X-Forwarded-For/-Proto are believed (the reverse proxy); anyone else's are
+    # ignored, so a client cannot claim another address or scheme.
+    trusted_proxies: tuple[str, ...] = ("127.0.0.1", "::1")
 
     @property
     def cookie_secure(self) -> bool:
@@ -105,6 +109,7 @@ def load_settings(
         follow_recheck_delays_s=reader.optional(
             "FOLLOW_RECHECK_DELAYS_S", _parse_delays, (20.0, 40.0)
         ),
+        trusted_proxies=reader.optional("TRUSTED_PROXIES", _parse_networks, ("127.0.0.1", "::1")),
     )
 
 
@@ -222,6 +227,21 @@ def _parse_delays(raw: str) -> tuple[float, ...]:
     if len(delays) > 5:
         raise ValueError("at most 5 re-checks")
     return delays
+
+
+def _parse_networks(raw: str) -> tuple[str, ...]:
+    """Comma-separated IP addresses or networks (`172.30.116.2`, `10.0.0.0/8`); "none": none."""
+    if raw.lower() == "none":
+        return ()
+    networks: list[str] = []
+    for part in (part.strip() for part in raw.split(",")):
+        try:
+            network = ipaddress.ip_network(part, strict=False)
+        except ValueError:
+            raise ValueError(f"{part!r} is not an IP address or network") from None
+        single = network.num_addresses == 1
+        networks.append(str(network.network_address) if single else str(network))
+    return tuple(networks)
 
 
 def _int_between(low: int, high: int) -> Callable[[str], int]:

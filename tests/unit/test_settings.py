@@ -60,6 +60,8 @@ def test_each_missing_required_setting_is_named(name: str) -> None:
         ("PRIVATE_REPLIES_PER_HOUR", "0", "between 1 and 100000"),
         ("SEND_TIMEOUT_S", "0.1", "between"),
         ("LOG_LEVEL", "LOUD", "DEBUG, INFO"),
+        ("TRUSTED_PROXIES", "caddy", "not an IP address or network"),
+        ("TRUSTED_PROXIES", "10.0.0.1,*", "not an IP address or network"),
     ],
 )
 def test_malformed_settings_name_the_variable_and_the_problem(
@@ -70,6 +72,13 @@ def test_malformed_settings_name_the_variable_and_the_problem(
     message = str(caught.value)
     assert message.startswith(f"{name} is invalid:")
     assert complaint in message
+
+
+def test_trusted_proxies_default_to_loopback_and_take_addresses_or_networks() -> None:
+    assert load_settings(VALID).trusted_proxies == ("127.0.0.1", "::1")
+    settings = load_settings({**VALID, "TRUSTED_PROXIES": " 172.30.116.2, 10.1.2.3/8 ,::1/128"})
+    assert settings.trusted_proxies == ("172.30.116.2", "10.0.0.0/8", "::1")
+    assert load_settings({**VALID, "TRUSTED_PROXIES": "none"}).trusted_proxies == ()
 
 
 def test_https_public_url_turns_on_secure_cookies() -> None:
