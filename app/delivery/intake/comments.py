@@ -9,6 +9,12 @@ trigger_id) DO NOTHING RETURNING id`), each in one multi-row statement whatever 
 size. A comment already in the ledger adds nothing, whichever path saw it first: the unique
 keys are the dedupe.
 
+One exception, for the safety nets (`rematch`, a set of miss reasons): a comment the ledger
+holds as a miss for one of those reasons and that a campaign answers now (the first minutes
+of a post a next-post campaign binds to later) is matched by one conditional UPDATE (`WHERE
+outcome = 'missed'`) and gets its PENDING delivery; the UPDATE's condition and the `dm_logs`
+unique key keep that to once, however many sweeps race.
+
 Everything runs in the caller's transaction; after its commit each new row is owed one
 `process_comment` job (`enqueue_deliveries`, keyed `deliver:<id>`).
 """
@@ -40,8 +46,8 @@ from app.db.models import (
     SeenVia,
     TriggerKind,
 )
-from app.db.raw import Db, db_of
-from app.delivery.intake.bulk import INSERT_DM_LOGS, BulkInsert
+from app.db.raw import Db, db_of, fetch_tuples
+from app.delivery.intake.bulk import INSERT_DM_LOGS, BulkInsert, columns_of, unnest_arrays
 from app.delivery.send.scheduling import delivery_key
 from app.instagram.webhook_payload import CommentItem
 from app.queue import JobName, enqueue_many
@@ -71,6 +77,33 @@ _INSERT_COMMENTS = BulkInsert(
     conflict="account_id, comment_id",
     returning="id, account_id, comment_id",
 )
+# Misses that say only "no campaign watched this post then": a campaign that covers it later
+# may answer them.
+UNWATCHED = frozenset({MissReason.NO_CAMPAIGN_FOR_POST, MissReason.NO_ACTIVE_CAMPAIGN})
+# On a post a next-post campaign just took, every miss the campaigns then judged (any-post
+# ones, say, whose keywords it lacked) is judged again; a miss about the comment itself (own,
+# a reply, empty) or its account never is.
+JUDGED = UNWATCHED | {
+    MissReason.NO_KEYWORD,
+    MissReason.EXCLUDED_KEYWORD,
+    MissReason.BEFORE_ACTIVATION,
+}
+_REMATCH_COLUMNS = (
+    ("account_id", "bigint"),
+    ("comment_id", "varchar"),
+    ("campaign_id", "bigint"),
+    ("matched_keyword", "varchar"),
+    ("decision", "jsonb"),
+)
+_REMATCH = (
+    "UPDATE comments c SET outcome = 'matched', miss_reason = NULL, "  # noqa: S608 - constants
+    "campaign_id = v.campaign_id, matched_keyword = v.matched_keyword, decision = v.decision "
+    f"FROM {unnest_arrays(_REMATCH_COLUMNS)} "
+    "AS v(account_id, comment_id, campaign_id, matched_keyword, decision) "
+    "WHERE c.account_id = v.account_id AND c.comment_id = v.comment_id "
+    "AND c.outcome = 'missed' AND c.miss_reason = ANY(%(reasons)s) "
+    "RETURNING c.id, c.account_id, c.comment_id"
+)
 
 
 @dataclass(slots=True)
@@ -97,15 +130,19 @@ async def ingest_comments(
     *,
     via: SeenVia,
     webhook_event_id: int | None = None,
+    rematch: frozenset[MissReason] = frozenset(),
 ) -> CommentIngest:
     """Ledger rows (and PENDING deliveries for new matches) for these comments.
 
     Runs in the caller's transaction: commit, then `enqueue_deliveries(queue,
     result.deliveries)`. A comment already in the ledger adds nothing, whichever path saw it
-    first.
+    first, unless it is a miss for a reason in `rematch` and matches now.
     """
     return await ingest_comment_batch(
-        await db_of(session), [(comment, webhook_event_id) for comment in comments], via=via
+        await db_of(session),
+        [(comment, webhook_event_id) for comment in comments],
+        via=via,
+        rematch=rematch,
     )
 
 
@@ -121,6 +158,7 @@ async def ingest_comment_batch(
     *,
     via: SeenVia,
     accounts: dict[str, AccountRules] | None = None,
+    rematch: frozenset[MissReason] = frozenset(),
 ) -> CommentIngest:
     """`ingest_comments` on a psycopg connection, for comments each tagged with the webhook
     event it came in (None: polled), with the `accounts` the caller already loaded if any."""
@@ -167,12 +205,46 @@ async def ingest_comment_batch(
             continue
         counts["matched"] += 1
         log_rows.append(_log_row(account_id, row_id, comment, decision, campaign))
+    if rematch:
+        log_rows.extend(await _rematch(db, pending, rematch, result))
     for _, event_id, _ in pending.values():
         result.per_event[event_id]["duplicate"] += 1
     if log_rows:
         log_rows.sort(key=lambda row: (row["account_id"], row["trigger_id"]))
         result.deliveries = [row[0] for row in await INSERT_DM_LOGS.execute(db, log_rows)]
     return result
+
+
+async def _rematch(
+    db: Db,
+    pending: dict[tuple[int, str], tuple[CommentItem, int | None, MatchDecision]],
+    reasons: frozenset[MissReason],
+    result: CommentIngest,
+) -> list[dict[str, Any]]:
+    """Match the misses for `reasons` among `pending` (comments already in the ledger) that a
+    campaign answers now; returns their delivery rows and takes them out of `pending`."""
+    rows = [
+        {
+            "account_id": account_id,
+            "comment_id": comment_id,
+            "campaign_id": decision.campaign_id,
+            "matched_keyword": decision.matched_keyword,
+            "decision": decision.to_json(),
+        }
+        for (account_id, comment_id), (_, _, decision) in sorted(pending.items())
+        if decision.campaign is not None
+    ]
+    if not rows:
+        return []
+    params: dict[str, Any] = columns_of(_REMATCH_COLUMNS, rows)
+    params["reasons"] = sorted(reason.value for reason in reasons)
+    log_rows: list[dict[str, Any]] = []
+    for row_id, account_id, comment_id in await fetch_tuples(db, _REMATCH, params):
+        comment, event_id, decision = pending.pop((account_id, comment_id))
+        if decision.campaign is not None:  # always: only matched decisions were sent
+            result.per_event[event_id]["rematched"] += 1
+            log_rows.append(_log_row(account_id, row_id, comment, decision, decision.campaign))
+    return log_rows
 
 
 def comment_facts(comment: CommentItem) -> CommentFacts:

@@ -18,7 +18,8 @@ campaigns (active, `next_post`, armed, no `media_id`):
    status = 'active'`, version bumped), so a campaign binds once whoever runs this, and an
    editor's form opened before the binding is refused instead of overwriting it.
 4. After the commit, sweep the newly bound media with the reconciler (72 h and `activated_at`
-   rules apply): comments made between publication and binding get their DM too.
+   rules apply): comments made between publication and binding get their DM too, those the
+   webhook already recorded as misses ("no campaign watches this post") included, once.
 
 Meta's timestamps have whole seconds, so "after arming" compares with the arming second: a
 post published in the very second the campaign was armed counts as next.

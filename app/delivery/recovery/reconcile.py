@@ -12,10 +12,12 @@ and has an active campaign gets one sweep:
 3. **Read** comments newest first, 50 a page, only as far back as the floor (at most 16 pages).
    Keep a comment only if it is top-level, not the account's own and not already answered by
    the account (a reply from it in `replies{from}`).
-4. **Backfill** what `reconcile_plan.pick_new` keeps (new to the ledger, one batch lookup; one
-   an active campaign would answer; at most 30 per media per sweep) through
-   `ingest_comments(via=POLL)`, in one transaction with the account's stamp and, when
-   something was recovered, one `reconciler_recovered` event; commit; enqueue the deliveries.
+4. **Backfill** what `reconcile_plan.pick_new` keeps (new to the ledger, or recorded as a miss
+   only because no campaign watched its post then, `UNWATCHED`; after a next-post binding,
+   any miss the campaigns judged, `JUDGED`; one batch lookup; one an active campaign would
+   answer; at most 30 per media per sweep) through `ingest_comments(via=POLL, rematch=…)`,
+   in one transaction with the account's stamp and, when something was recovered, one
+   `reconciler_recovered` event; commit; enqueue the deliveries.
 
 The ledger's unique key is the dedupe: a comment that the webhook brings at the same moment
 is processed once, whichever path writes first; and two overlapping sweeps (`force`) add
@@ -43,7 +45,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from redis.exceptions import RedisError
-from sqlalchemy import select, text
+from sqlalchemy import or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.tokens import MissingTokenError, open_access_token
@@ -57,9 +59,10 @@ from app.db.models import (
     DmLog,
     EventLevel,
     InstagramAccount,
+    MissReason,
     SeenVia,
 )
-from app.delivery.intake.comments import enqueue_deliveries, ingest_comments
+from app.delivery.intake.comments import JUDGED, UNWATCHED, enqueue_deliveries, ingest_comments
 from app.delivery.recovery.reconcile_plan import MediaTarget, pick_new, plan_targets
 from app.delivery.send.account_state import handle_token_refused
 from app.instagram.classify import RETRYABLE_CODES
@@ -238,7 +241,15 @@ async def _sweep(
         if report.stopped:
             break
         found[target.media_id] = await reader.comments(target)
-    await _backfill(resources, account, rules, found, report, stamp=only_media is None)
+    await _backfill(
+        resources,
+        account,
+        rules,
+        found,
+        report,
+        stamp=only_media is None,
+        rematch=UNWATCHED if only_media is None else JUDGED,
+    )
     return report
 
 
@@ -250,15 +261,17 @@ async def _backfill(
     report: SweepReport,
     *,
     stamp: bool,
+    rematch: frozenset[MissReason],
 ) -> None:
-    """Write what is new (and the account's record of the sweep) in one transaction."""
+    """Write what is new (and the account's record of the sweep) in one transaction; misses
+    for a reason in `rematch` count as new."""
     deliveries: list[int] = []
     async with resources.sessionmaker() as session, session.begin():
         candidates = [c.comment_id for comments in found.values() for c in comments]
-        known = await _in_ledger(session, account.id, candidates) if candidates else set()
+        known = await _in_ledger(session, account.id, candidates, rematch) if candidates else set()
         chosen, report.deferred = pick_new(found, known, rules)
         if chosen:
-            result = await ingest_comments(session, chosen, via=SeenVia.POLL)
+            result = await ingest_comments(session, chosen, via=SeenVia.POLL, rematch=rematch)
             deliveries = result.deliveries
         report.recovered = len(deliveries)
         if deliveries:
@@ -405,11 +418,17 @@ async def _ad_copies(
 
 
 async def _in_ledger(
-    session: AsyncSession, account_id: int, comment_ids: Sequence[str]
+    session: AsyncSession,
+    account_id: int,
+    comment_ids: Sequence[str],
+    rematch: frozenset[MissReason],
 ) -> set[str]:
+    """The comments the ledger has settled: all but the misses for a reason in `rematch`."""
     rows = await session.scalars(
         select(Comment.comment_id).where(
-            Comment.account_id == account_id, Comment.comment_id.in_(list(set(comment_ids)))
+            Comment.account_id == account_id,
+            Comment.comment_id.in_(list(set(comment_ids))),
+            or_(Comment.miss_reason.is_(None), Comment.miss_reason.not_in(rematch)),
         )
     )
     return set(rows)

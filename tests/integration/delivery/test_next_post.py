@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from app.db.models import CampaignScope, CampaignStatus, SeenVia
+from app.db.models import CampaignScope, CampaignStatus, CommentOutcome, MissReason, SeenVia
 from app.delivery.recovery.next_post import bind_next_posts, request_binding
+from app.delivery.recovery.reconcile import reconcile_account
 from tests.integration.delivery.conftest import World
 from tests.integration.delivery.polling import (
     add_campaign,
@@ -147,3 +148,63 @@ async def test_a_binding_can_be_requested_right_after_arming(world: World) -> No
     # A second request while the first waits in the queue coalesces with it.
     assert not await request_binding(world.resources.queue, world.account_id)
     assert f"bind-next-post:{world.account_id}" in await queued_keys(world.resources)
+
+
+async def test_comments_recorded_as_misses_before_the_binding_get_their_dm_exactly_once(
+    world: World,
+) -> None:
+    waiting = await armed(world, "Guide on my next reel", minutes_ago=1)
+    reel = publish_reel(world)
+    # The webhook is faster than the binding cron: before the binding these are misses.
+    first = world.admin.fan_comment("jane.doe", reel, "GUIDE please")["id"]
+    other = world.admin.fan_comment("marco_rossi", reel, "lovely colours")["id"]
+    for comment_id in (first, other):
+        assert (await arrive_by_webhook(world, comment_id))["deliveries"] == 0
+    assert {(row.comment_id, row.miss_reason) for row in await ledger(world)} == {
+        (first, MissReason.NO_KEYWORD),
+        (other, MissReason.NO_KEYWORD),
+    }
+
+    # Several binders at once (the cron on two workers and the reconciler): one delivery.
+    reports = await asyncio.gather(*(bind_next_posts(world.resources) for _ in range(3)))
+    assert [bound for r in reports for bound in r.bound] == [(waiting, reel)]
+    assert sum(r.recovered for r in reports) == 1
+    assert (await reconcile_account(world.resources, world.account_id, force=True)).recovered == 0
+
+    rows = {row.comment_id: row for row in await ledger(world)}
+    assert (rows[first].outcome, rows[first].miss_reason, rows[first].campaign_id) == (
+        CommentOutcome.MATCHED,
+        None,
+        waiting,
+    )
+    # A comment without the keyword stays a miss, now for its own reason.
+    assert rows[other].outcome is CommentOutcome.MISSED
+    [log] = await logs(world)
+    assert (log.trigger_id, log.campaign_id) == (first, waiting)
+    [sent] = await deliver_pending(world)
+    assert sent.private == "SENT"
+    assert world.stats(first)["send_requests"] == 1
+    assert [m["text"] for m in world.inbox("jane.doe")] == ["Hi jane.doe! Here it is:"]
+    # The webhook arriving again adds nothing.
+    assert (await arrive_by_webhook(world, first))["deliveries"] == 0
+    assert len(await logs(world)) == 1
+
+
+async def test_with_no_other_campaign_the_miss_reads_unwatched_and_is_still_answered(
+    world: World,
+) -> None:
+    await world.execute(
+        "UPDATE campaigns SET status = 'paused' WHERE id = :id", id=world.campaign_id
+    )
+    waiting = await armed(world, "Guide on my next reel", minutes_ago=1)
+    reel = publish_reel(world)
+    early = world.admin.fan_comment("jane.doe", reel, "guide")["id"]
+    assert (await arrive_by_webhook(world, early))["deliveries"] == 0
+    [row] = await ledger(world)
+    assert row.miss_reason is MissReason.NO_CAMPAIGN_FOR_POST
+
+    report = await bind_next_posts(world.resources)
+    assert (report.bound, report.recovered) == ([(waiting, reel)], 1)
+    await deliver_pending(world)
+    assert world.stats(early)["send_requests"] == 1
+    assert (await bind_next_posts(world.resources)).recovered == 0
