@@ -4,6 +4,10 @@ The flow, with Instagram Login (OAuth), `/me` and `subscribed_apps`:
 
 1. `begin_connect` makes the authorize URL; its `state`, PKCE verifier, workspace and start
    time go into the server-side session (`PendingConnect`).
+   The page's origin goes into Redis under the state (`remember_origin`): a dashboard opened
+   at `127.0.0.1` while `PUBLIC_BASE_URL` says `localhost` gets Instagram's answer at
+   `localhost`, where this browser has no session; the callback sends it back to the origin
+   it started from (`origin_to_resume`, loopback names of one server only, never elsewhere).
 2. The callback checks the answer against the session (`check_callback`): a denial, a missing
    or different state, or one older than ten minutes stop here. `claim_state` then spends the
    state in Redis (`SET NX`), so two racing replays of one callback cannot both go on.
@@ -27,8 +31,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
+from urllib.parse import urlsplit
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 from sqlalchemy import and_, case, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -54,6 +60,9 @@ STATE_TTL_S = 600
 WEBHOOK_FIELDS = ("comments", "messages", "messaging_postbacks", "messaging_seen")
 DEFAULT_TOKEN_LIFETIME_S = 60 * 24 * 3600
 _USED_STATE_PREFIX = "oncereply:oauth:used-state:"
+_ORIGIN_PREFIX = "oncereply:oauth:origin:"
+# Names one machine answers to: a callback may hop between these, and only these.
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 class ConnectProblem(StrEnum):
@@ -155,6 +164,47 @@ def check_callback(
     if (now if now is not None else time.time()) - pending.started_at > STATE_TTL_S:
         return ConnectProblem.EXPIRED
     return None
+
+
+def _origin_key(state: str) -> str:
+    return _ORIGIN_PREFIX + hmac.new(b"oauth-origin", state.encode(), "sha256").hexdigest()
+
+
+async def remember_origin(redis: Redis, state: str, origin: str) -> None:
+    """Note where (`scheme://host:port`) this sign-in began, for `origin_to_resume`."""
+    try:
+        await redis.set(_origin_key(state), origin.encode(), ex=STATE_TTL_S)
+    except (RedisError, OSError):
+        logger.warning("could not remember where an Instagram sign-in began")
+
+
+async def origin_to_resume(redis: Redis, state: str, here: str) -> str | None:
+    """The origin the callback must go back to, when the sign-in began under another loopback
+    name of this same server (`127.0.0.1` against `localhost`); else None."""
+    if not state:
+        return None
+    try:
+        raw = await redis.get(_origin_key(state))
+    except (RedisError, OSError):
+        return None
+    if raw is None:
+        return None
+    origin = raw.decode() if isinstance(raw, bytes) else str(raw)
+    return origin if origin != here and _same_machine(origin, here) else None
+
+
+def _same_machine(one: str, other: str) -> bool:
+    a, b = urlsplit(one), urlsplit(other)
+    try:
+        ports = (a.port, b.port)
+    except ValueError:
+        return False
+    return (
+        a.scheme == b.scheme
+        and ports[0] == ports[1]
+        and a.hostname in LOOPBACK_HOSTS
+        and b.hostname in LOOPBACK_HOSTS
+    )
 
 
 async def claim_state(redis: Redis, state: str) -> bool:

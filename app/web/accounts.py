@@ -11,7 +11,7 @@ from typing import Any
 
 from litestar import Controller, Response, get, post
 from litestar.di import NamedDependency
-from litestar.exceptions import NotFoundException
+from litestar.exceptions import NotFoundException, PermissionDeniedException
 from litestar.params import FromPath, FromQuery
 from litestar.plugins.htmx import HTMXRequest
 from litestar.response import Redirect, Template
@@ -29,16 +29,23 @@ from app.accounts.connect import (
     claim_state,
     complete_connect,
     disconnect_account,
+    origin_to_resume,
+    remember_origin,
     subscribe_webhooks,
     unsubscribe_webhooks,
 )
-from app.auth.current import Viewer
+from app.auth.current import Viewer, signed_in_viewer
 from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
-from app.web.guards import editors_only
+from app.web.guards import ROLE_REFUSAL, editors_only
 from app.web.idempotency import idempotent, redirect_to
 
 _NO_STORE = {"Cache-Control": "no-store"}
+
+
+def _origin(request: HTMXRequest) -> str:
+    """`scheme://host:port` the browser used for this request."""
+    return f"{request.url.scheme}://{request.url.netloc}"
 
 
 def _not_found() -> NotFoundException:
@@ -105,17 +112,29 @@ class AccountsController(Controller):
                 resources.settings, workspace_id=viewer.workspace_id, user_id=viewer.user_id
             )
             request.session[SESSION_KEY] = pending.to_session()
+            await remember_origin(resources.redis, pending.state, _origin(request))
             return redirect_to(url)
 
         return await idempotent(request, resources, viewer, scope="account.connect", action=action)
 
-    @get("/instagram/callback", name="instagram_callback", guards=[editors_only])
+    # Not guarded by `editors_only`: a browser whose sign-in began under another name of this
+    # server has no session here and is sent back there first; then the same checks apply.
+    @get("/instagram/callback", name="instagram_callback")
     async def callback(
         self,
         request: HTMXRequest,
-        viewer: NamedDependency[Viewer],
+        db_session: NamedDependency[AsyncSession],
         resources: NamedDependency[Resources],
     ) -> Redirect:
+        state = request.query_params.get("state")
+        resume = await origin_to_resume(
+            resources.redis, state if isinstance(state, str) else "", _origin(request)
+        )
+        if resume is not None and SESSION_KEY not in request.session:
+            return Redirect(f"{resume}{request.url.path}?{request.url.query}", status_code=303)
+        viewer = await signed_in_viewer(request, db_session)
+        if not viewer.can_change:
+            raise PermissionDeniedException(ROLE_REFUSAL)
         pending = PendingConnect.from_session(request.session.pop(SESSION_KEY, None))
         params = {k: v for k, v in request.query_params.items() if isinstance(v, str)}
         problem = check_callback(

@@ -321,3 +321,47 @@ async def test_reconnecting_keeps_a_policy_pause_with_time_left(
     [account] = await _accounts(resources)
     assert account.status is AccountStatus.PAUSED
     assert account.status_reason == "Meta policy block (368)"
+
+
+async def test_a_connect_begun_on_another_loopback_name_comes_back_to_it_and_connects(
+    test_env: dict[str, str], sandbox: SandboxProcess, resources: Resources
+) -> None:
+    sandbox.admin.reset()
+    settings = load_settings(
+        web_env_for(test_env, sandbox.base_url, public_base_url="http://localhost:8000")
+    )
+    page_origin = "http://127.0.0.1:8000"
+    async with AsyncTestClient(create_app(settings), base_url=page_origin) as browser:
+        await sign_up(browser, OWNER, workspace="Sunny Bakes")
+        callback = await consent(await start_connect(browser))
+        # Instagram sends the browser to PUBLIC_BASE_URL, where it has no session.
+        answer = await browser.get(f"{settings.public_base_url}{callback}", follow_redirects=False)
+        assert answer.status_code == 303
+        assert answer.headers["location"] == f"{page_origin}{callback}"
+        done = await browser.get(answer.headers["location"], follow_redirects=False)
+        assert done.headers["location"].startswith("/accounts?connected=")
+    [account] = await _accounts(resources)
+    assert account.ig_user_id == SUNNY
+
+
+async def test_a_callback_is_never_sent_back_to_a_host_that_is_not_this_machine(
+    test_env: dict[str, str], sandbox: SandboxProcess, resources: Resources
+) -> None:
+    sandbox.admin.reset()
+    settings = load_settings(
+        web_env_for(test_env, sandbox.base_url, public_base_url="http://localhost:8000")
+    )
+    async with AsyncTestClient(
+        create_app(settings), base_url="http://attacker.example:8000"
+    ) as browser:
+        await sign_up(browser, OWNER, workspace="Sunny Bakes")
+        callback = await consent(await start_connect(browser))
+        answer = await browser.get(
+            f"{settings.public_base_url}{callback}",
+            headers={"Accept": "text/html"},
+            follow_redirects=False,
+        )
+    # Not signed in here, and not sent anywhere but this server's sign-in page.
+    assert answer.status_code == 303
+    assert answer.headers["location"].startswith("/login")
+    assert await _accounts(resources) == []
