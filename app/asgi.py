@@ -34,6 +34,7 @@ from app.web.errors import http_exception_handler, internal_error_handler, login
 from app.web.health import HealthController
 from app.web.invite_link import InviteController
 from app.web.log import log_router
+from app.web.meta_callbacks import MetaCallbacksController
 from app.web.overview import home
 from app.web.team import switch_workspace, team_router
 from app.web.templating import template_config
@@ -72,6 +73,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             switch_workspace,
             InviteController,
             instagram_webhook,
+            MetaCallbacksController,
             create_static_files_router(path="/static", directories=[STATIC_DIR], name="static"),
         ],
         # Entered in order, left in reverse: the webhook intake stops before the resources.
@@ -95,7 +97,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             # Forms carry the token in the page; no script needs to read the cookie.
             cookie_httponly=True,
             # Machine endpoints authenticate by signature or carry no state change.
-            exclude=["^/webhooks/", "^/health$", "^/static/"],
+            exclude=["^/webhooks/", "^/meta/", "^/health$", "^/static/"],
         ),
         exception_handlers={
             LoginRequired: login_redirect,

@@ -24,6 +24,7 @@ from app.db.models.operations import (
     OperationalEvent,
     UsageCounter,
 )
+from app.db.models.privacy import DataDeletionRequest
 from app.db.models.webhooks import WebhookEvent, WebhookStatus
 from app.db.models.workspaces import Role, User, Workspace, WorkspaceInvite, WorkspaceMember
 
@@ -37,6 +38,7 @@ __all__ = [
     "CampaignStatus",
     "Comment",
     "CommentOutcome",
+    "DataDeletionRequest",
     "DeliveryAttempt",
     "DmLog",
     "EventLevel",
