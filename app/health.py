@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from sqlalchemy import text
 
-from app.heartbeat import HEARTBEAT_STALE_S, live_heartbeats
+from app.heartbeat import HEARTBEAT_STALE_S, HEARTBEAT_TTL_S, live_heartbeats
 from app.resources import Resources
 
 _PROBE_TIMEOUT_S = 2.0
@@ -118,7 +118,11 @@ async def _workers(resources: Resources) -> dict[str, Any]:
     now = time.time()
     beats = await live_heartbeats(resources.redis, now)
     if not beats:
-        return {"ok": False, "error": "no worker heartbeat in the last 120 s", "workers": 0}
+        return {
+            "ok": False,
+            "error": f"no worker heartbeat in the last {HEARTBEAT_TTL_S} s",
+            "workers": 0,
+        }
     freshest = beats[0]
     age = round(freshest.age(now), 1)
     return {

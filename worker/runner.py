@@ -24,13 +24,20 @@ from typing import Any
 from saq import CronJob, Worker
 
 from app import __version__
-from app.heartbeat import HEARTBEAT_INTERVAL_S, Heartbeat, clear_heartbeat, write_heartbeat
+from app.heartbeat import (
+    HEARTBEAT_INTERVAL_S,
+    Heartbeat,
+    clear_heartbeat,
+    withdraw_heartbeat,
+    write_heartbeat,
+)
 from app.jobs.registry import JOBS, RegisteredJob, registry_problems
 from app.queue import open_queue
 from app.queue.saq_adapter import running_job_tasks, stop_event
 from app.resources import Resources
 from app.settings import Settings
 from worker.context import WorkerState, state_of
+from worker.liveness import watch_for_orphans
 
 logger = logging.getLogger("oncereply.worker")
 
@@ -99,8 +106,14 @@ def build_worker(
         gc.freeze()
         await _beat(state)
         stopping = stop_event(ctx["worker"])
-        task = asyncio.create_task(_heartbeat_loop(state, stopping), name="heartbeat")
+        # Running jobs may take the drain, then SAQ's cancellation, to end: theirs until then.
+        draining_s = settings.send_timeout_s + 5 + 2 + HEARTBEAT_INTERVAL_S
+        task = asyncio.create_task(_heartbeat_loop(state, stopping, draining_s), name="heartbeat")
         state.background.add(task)
+        watcher = asyncio.create_task(
+            watch_for_orphans(resources.queue, resources.redis, stopping), name="orphans"
+        )
+        state.background.add(watcher)
         logger.info("worker %s started (concurrency %d)", identity, settings.worker_concurrency)
 
     async def shutdown(ctx: dict[str, Any]) -> None:
@@ -165,11 +178,12 @@ async def _beat(state: WorkerState) -> None:
     )
 
 
-async def _heartbeat_loop(state: WorkerState, stopping: asyncio.Event) -> None:
-    """Beat every 30 s until SAQ starts stopping (SIGTERM), then withdraw the heartbeat at once.
+async def _heartbeat_loop(state: WorkerState, stopping: asyncio.Event, draining_s: float) -> None:
+    """Beat every 4 s until SAQ starts stopping (SIGTERM), then withdraw the heartbeat at once.
 
     A stopping worker takes no new jobs, so the dashboard should stop calling it healthy now,
-    not when the grace period for in-flight sends has run out.
+    not when the grace period for in-flight sends has run out; its running jobs stay its own
+    (a draining mark, `draining_s`) so no other worker takes them over meanwhile.
     """
     while not stopping.is_set():
         try:
@@ -179,7 +193,7 @@ async def _heartbeat_loop(state: WorkerState, stopping: asyncio.Event) -> None:
                 await _beat(state)
             except Exception:  # a missed beat is logged; the next one may succeed
                 logger.warning("could not write the worker heartbeat", exc_info=True)
-    await clear_heartbeat(state.resources.redis, state.worker_id)
+    await withdraw_heartbeat(state.resources.redis, state.worker_id, draining_s)
     logger.info("worker %s is stopping; heartbeat withdrawn", state.worker_id)
 
 

@@ -12,7 +12,13 @@ Three needs reach into SAQ's internals:
   starts stopping (`Worker.event`), for a worker that drains only jobs actually running.
 - `queued_job_keys` and `pending_job_keys`: what is waiting, running or scheduled, read from
   the queue's Redis lists (`_queued`, `_incomplete`), with crons told apart by the key SAQ's
-  scheduler gives them (`cron:<function>`). Tests use these; nothing else reads SAQ's keys.
+  scheduler gives them (`cron:<function>`). Tests use these.
+- `held_jobs` and `requeue_held`: the jobs SAQ's workers have taken (its `_active` list, each
+  job's stored payload with the `worker_id` SAQ stamps on it) and putting one of them back at
+  the front of `_queued` when the worker that took it is dead. SAQ's own sweep would find
+  such a job only past its timeout plus up to a minute, and abort it rather than run it
+  again when it has no retries left; the requeue is one Lua script that compares the stored
+  payload first, so a job that finished or was requeued meanwhile is left alone.
 
 tests/integration/test_saq_adapter.py pins each of these against the installed SAQ on a
 real Redis, so an upgrade that changes one fails there, naming what changed.
@@ -98,6 +104,84 @@ async def pending_job_keys(queue: Queue, *, crons: bool = False) -> list[str]:
     ids = await redis_queue.redis.zrange(redis_queue._incomplete, 0, -1)
     keys = [redis_queue.job_key_from_id(job_id.decode()) for job_id in ids]
     return [key for key in keys if crons or not key.startswith(CRON_KEY_PREFIX)]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HeldJob:
+    """A job in SAQ's active list: taken by `worker_id` (None until the taker marks it)."""
+
+    job_id: str
+    key: str
+    function: str
+    status: str
+    worker_id: str | None
+    attempts: int
+    payload: bytes
+
+
+async def held_jobs(queue: Queue) -> list[HeldJob]:
+    """Every job some worker has taken and not finished, as stored now."""
+    redis_queue = _redis_queue(queue)
+    ids: list[bytes] = await redis_queue.redis.lrange(redis_queue._active, 0, -1)  # type: ignore[misc]
+    if not ids:
+        return []
+    payloads = await redis_queue.redis.mget(ids)
+    held = []
+    for job_id, payload in zip(ids, payloads, strict=True):
+        job = redis_queue.deserialize(payload) if payload else None
+        if job is None:
+            continue  # gone: SAQ's sweep drops ids whose payload expired
+        held.append(
+            HeldJob(
+                job_id=job_id.decode(),
+                key=job.key,
+                function=job.function,
+                status=Status(job.status).value,
+                worker_id=job.worker_id,
+                attempts=job.attempts,
+                payload=payload,
+            )
+        )
+    return held
+
+
+_REQUEUE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('LREM', KEYS[2], 1, KEYS[1]) == 0 then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[3], ARGV[3], KEYS[1])
+redis.call('LPUSH', KEYS[4], KEYS[1])
+redis.call('PUBLISH', KEYS[1], ARGV[4])
+return 1
+"""
+
+
+async def requeue_held(queue: Queue, held: HeldJob, reason: str) -> bool:
+    """Put a held job back at the front of the queue if it is still exactly as `held` saw it.
+
+    The job keeps its attempts count (SAQ adds one when it runs again) and says why in its
+    error; False when it finished, changed hands or was requeued by another worker meanwhile.
+    """
+    redis_queue = _redis_queue(queue)
+    job = redis_queue.deserialize(held.payload)
+    if job is None:
+        return False
+    job.status, job.error, job.touched = Status.QUEUED, reason, saq_now()
+    job.started = job.completed = 0
+    job.progress = 0.0
+    moved = await redis_queue.redis.eval(  # type: ignore[misc]
+        _REQUEUE,
+        4,
+        held.job_id,
+        redis_queue._active,
+        redis_queue._incomplete,
+        redis_queue._queued,
+        held.payload,
+        redis_queue.serialize(job),
+        job.scheduled,
+        Status.QUEUED.value,
+    )
+    return bool(moved)
 
 
 def _redis_queue(queue: Queue) -> RedisQueue:

@@ -167,3 +167,52 @@ async def test_waiting_running_and_scheduled_keys_are_told_apart(queue: RedisQue
         sorted(await saq_adapter.pending_job_keys(queue)) == ["a", "b", "c", "later"],
         "the incomplete set (queued, running and scheduled jobs)",
     )
+
+
+async def test_held_jobs_carry_their_worker_and_requeue_only_as_seen(queue: RedisQueue) -> None:
+    gates = {"gate": asyncio.Event()}
+
+    async def startup(ctx: dict[str, Any]) -> None:
+        ctx["gates"] = gates
+
+    worker = Worker[Any](queue, functions=[blocked], startup=startup, concurrency=1, id="w-one")
+    running = asyncio.create_task(worker.start())
+    try:
+        await queue.enqueue("blocked", key="held", release="gate", retries=1)
+        held: list[saq_adapter.HeldJob] = []
+
+        async def taken() -> bool:
+            held[:] = [job for job in await saq_adapter.held_jobs(queue) if job.status == "active"]
+            return bool(held)
+
+        deadline = time.monotonic() + 20
+        while not await taken():
+            assert time.monotonic() < deadline, "the job was never marked active"
+            await asyncio.sleep(0.02)
+        (job,) = held
+        pinned(
+            (job.key, job.worker_id, job.attempts, job.function) == ("held", "w-one", 1, "blocked"),
+            "the active list and the worker_id/attempts SAQ stamps on a job it runs",
+        )
+        # Another worker's requeue wins once; the same view cannot requeue it again.
+        assert await saq_adapter.requeue_held(queue, job, "taken over: test") is True
+        assert await saq_adapter.requeue_held(queue, job, "taken over: test") is False
+        assert await saq_adapter.queued_job_keys(queue) == ["held"]
+        stored = await queue.job("held")
+        assert stored is not None
+        assert (stored.status, stored.error, stored.attempts) == ("queued", "taken over: test", 1)
+    finally:
+        gates["gate"].set()
+        await worker.stop()
+        await asyncio.wait_for(running, timeout=30)
+
+
+async def test_a_finished_job_is_not_requeued(queue: RedisQueue) -> None:
+    await queue.enqueue("work", key="done-soon")
+    taken = await queue.dequeue(timeout=1)
+    assert taken is not None
+    (seen,) = await saq_adapter.held_jobs(queue)
+    await queue.finish(taken, saq.Status.COMPLETE)
+    assert await saq_adapter.held_jobs(queue) == []
+    assert await saq_adapter.requeue_held(queue, seen, "taken over: test") is False
+    assert await saq_adapter.queued_job_keys(queue) == []

@@ -26,6 +26,9 @@ from app.settings import Settings, load_settings
 from tests.support.dashboard import sign_up
 from tests.support.processes import free_port
 
+# Late enough to be stale, not so late that the beat has expired.
+LATE_S = (HEARTBEAT_STALE_S + HEARTBEAT_TTL_S) / 2
+
 
 @pytest.fixture
 async def client(settings: Settings, test_env: dict[str, str]) -> AsyncIterator[AsyncTestClient]:  # type: ignore[type-arg]
@@ -71,8 +74,7 @@ async def test_a_late_heartbeat_makes_the_badge_stale(
     await _beat(resources, age_s=1)
     assert await _state(client) == "healthy"
     # Missed two beats but the key has not expired: the worker may be wedged.
-    assert HEARTBEAT_STALE_S < 90 < HEARTBEAT_TTL_S
-    await _beat(resources, age_s=90)
+    await _beat(resources, age_s=LATE_S)
     assert await _state(client) == "stale"
 
 
@@ -99,8 +101,8 @@ async def test_visitors_see_the_state_and_signed_in_users_see_what_is_wrong(
     await sign_up(client, "sunny@example.com")
     state, title = await _badge(client)
     assert state == "down"
-    assert title == "no worker heartbeat in the last 120 s"
-    await _beat(resources, age_s=90)
+    assert title == f"no worker heartbeat in the last {HEARTBEAT_TTL_S} s"
+    await _beat(resources, age_s=LATE_S)
     assert await _badge(client) == ("stale", "worker heartbeat is late")
     client.cookies.clear()
     assert await _badge(client) == (
@@ -140,3 +142,28 @@ async def test_a_failing_probe_reports_the_error_type_and_never_its_message() ->
     assert result["ok"] is False
     assert result["error"] == "ConnectionError"
     assert "s3cret" not in repr(result)
+
+
+async def test_while_no_worker_runs_every_page_gets_a_banner_that_nothing_is_lost(
+    client: AsyncTestClient,  # type: ignore[type-arg]
+    resources: Resources,
+) -> None:
+    # Visitors are not told: the banner is for the people whose DMs wait.
+    assert "data-banner" not in (await client.get("/status/badge")).text
+    await sign_up(client, "sunny@example.com")
+    for path in ("/", "/campaigns", "/accounts", "/log", "/team"):
+        page = await client.get(path)
+        assert page.status_code == 200, path
+        assert '<div id="worker-banner"></div>' in page.text, path  # the slot the badge fills
+    badge = (await client.get("/status/badge")).text
+    banner = re.search(r'<div id="worker-banner" hx-swap-oob="true">(.*?)</div>', badge, re.S)
+    assert banner, badge
+    assert 'data-banner="no-worker"' in banner.group(1)
+    assert "comments are being stored" in banner.group(1)
+    assert "DMs wait" in banner.group(1)
+
+    await _beat(resources, age_s=1)
+    badge = (await client.get("/status/badge")).text
+    banner = re.search(r'<div id="worker-banner" hx-swap-oob="true">(.*?)</div>', badge, re.S)
+    assert banner, badge
+    assert banner.group(1).strip() == ""  # a worker is back: the banner goes away

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
-from app.heartbeat import HEARTBEAT_STALE_S, Heartbeat, write_heartbeat
+from app.heartbeat import HEARTBEAT_STALE_S, HEARTBEAT_TTL_S, Heartbeat, write_heartbeat
 from tests.support.processes import run_cli, start_worker, wait_until
 
 HOST = "worker-container-7f3a"
@@ -55,7 +55,7 @@ async def test_healthy_only_with_a_fresh_beat_from_this_host(test_env: dict[str,
 
 
 async def test_a_stale_beat_is_unhealthy_before_its_key_expires(test_env: dict[str, str]) -> None:
-    await _beat(test_env["REDIS_URL"], host=HOST, age_s=HEARTBEAT_STALE_S + 10)
+    await _beat(test_env["REDIS_URL"], host=HOST, age_s=(HEARTBEAT_STALE_S + HEARTBEAT_TTL_S) / 2)
     stale = _check(test_env)
     assert stale.returncode == 1
     assert "stale" in stale.stderr
