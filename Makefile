@@ -17,7 +17,7 @@ DEV_LOGS := .dev
 
 .PHONY: help install services env migrate dev web worker sandbox test lint format typecheck \
         migrate-check unit integration e2e chromium clean bench-deliver chaos bench bench-smoke \
-        bench-log
+        bench-log bench-liveness
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -157,6 +157,9 @@ bench-log: install services ## delivery-log queries on 1,000,000 rows: index pla
 
 bench-deliver: install services ## delivery benchmark: N comments through one worker process (JSON)
 	@$(RUN) python -m bench.deliver $(if $(SMOKE),--smoke,)
+
+bench-liveness: install services ## SIGKILL a worker holding a job: seconds to "no worker" and to the job re-run (JSON)
+	@$(RUN) python -m bench.liveness $(if $(SMOKE),--smoke,)
 
 chaos: install services ## random faults + a worker SIGKILL; fails on any duplicate or lost DM (JSON)
 	@$(RUN) python -m bench.chaos $(if $(SMOKE),--smoke,)
