@@ -42,6 +42,7 @@ from app.campaigns.message_format import (
     LinkButton,
     render,
 )
+from app.db.bounds import parse_id, parse_int
 from app.db.models import CampaignScope, MatchMode
 
 MAX_NAME = 100
@@ -318,11 +319,7 @@ def check_two_step(input_: CampaignInput) -> dict[str, str]:
     problem = check_follow_up_text(input_)
     if problem:
         errors["follow_up_text"] = problem
-    try:
-        delay = int(input_.follow_up_delay_minutes)
-    except ValueError:
-        delay = -1
-    if not 0 <= delay <= MAX_DELAY_MINUTES:
+    if parse_int(input_.follow_up_delay_minutes, low=0, high=MAX_DELAY_MINUTES) is None:
         errors["follow_up_delay_minutes"] = (
             f"The delay is a whole number of minutes from 0 to {MAX_DELAY_MINUTES} (24 hours)."
         )
@@ -373,7 +370,7 @@ def check_campaign(input_: CampaignInput, *, require_complete: bool) -> dict[str
         errors["name"] = "Give the campaign a name (only you see it)."
     elif len(input_.name) > MAX_NAME:
         errors["name"] = f"Names are at most {MAX_NAME} characters."
-    if not input_.account_id.isdigit():
+    if parse_id(input_.account_id) is None:
         errors["account_id"] = "Choose the Instagram account."
     if input_.scope not in {s.value for s in CampaignScope}:
         errors["scope"] = "Choose which posts this campaign watches."
@@ -408,14 +405,9 @@ def check_campaign(input_: CampaignInput, *, require_complete: bool) -> dict[str
         )
     elif any(len(reply) > MAX_REPLY for reply in replies):
         errors["public_replies"] = f"Each reply is at most {MAX_REPLY} characters."
-    try:
-        priority = int(input_.priority)
-    except ValueError:
+    low, high = PRIORITY_RANGE
+    if parse_int(input_.priority, low=low, high=high) is None:
         errors["priority"] = "Priority is a whole number between −1000 and 1000."
-    else:
-        low, high = PRIORITY_RANGE
-        if not low <= priority <= high:
-            errors["priority"] = "Priority is a whole number between −1000 and 1000."
     errors |= check_two_step(input_)
     if require_complete:
         for name, problem in activation_problems(input_).items():

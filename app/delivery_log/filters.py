@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from app.db.bounds import BIGINT_MAX, MAX_MICROS, MIN_MICROS, parse_day, parse_id
 from app.db.models import LegState, MissReason
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -78,9 +79,18 @@ class Key:
             return None
         try:
             micros, _, row_id = _unb64(token).partition(".")
-            return cls(int(micros), int(row_id))
+            return cls.checked(int(micros), int(row_id))
         except (ValueError, binascii.Error, UnicodeDecodeError):
             return None
+
+    @classmethod
+    def checked(cls, micros: object, row_id: object) -> Key:
+        """A key from a URL: integers a timestamp and a `bigint` can hold, or an error."""
+        if not isinstance(micros, int) or not isinstance(row_id, int):
+            raise TypeError("a key is two integers")
+        if not MIN_MICROS <= micros <= MAX_MICROS or not 0 <= row_id <= BIGINT_MAX:
+            raise ValueError("a key out of range")
+        return cls(micros, row_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,10 +131,17 @@ class LiveWindow:
         try:
             floor, shown = json.loads(_unb64(token))
             return cls(
-                Key(int(floor[0]), int(floor[1])),
-                tuple(Key(int(m), int(i)) for m, i in shown[:LIVE_MAX_SHOWN]),
+                Key.checked(floor[0], floor[1]),
+                tuple(Key.checked(m, i) for m, i in shown[:LIVE_MAX_SHOWN]),
             )
-        except (ValueError, TypeError, IndexError, binascii.Error, UnicodeDecodeError):
+        except (
+            ValueError,
+            TypeError,
+            IndexError,
+            RecursionError,
+            binascii.Error,
+            UnicodeDecodeError,
+        ):
             return None
 
 
@@ -132,22 +149,20 @@ def _int(params: Mapping[str, str], name: str, problems: list[str]) -> int | Non
     raw = (params.get(name) or "").strip()
     if not raw:
         return None
-    try:
-        return int(raw)
-    except ValueError:
+    value = parse_id(raw)
+    if value is None:
         problems.append(f"Ignored {name} “{raw[:20]}”: not a number.")
-        return None
+    return value
 
 
 def _day(params: Mapping[str, str], name: str, problems: list[str]) -> date | None:
     raw = (params.get(name) or "").strip()
     if not raw:
         return None
-    try:
-        return date.fromisoformat(raw)
-    except ValueError:
+    day = parse_day(raw)
+    if day is None:
         problems.append(f"Ignored the date “{raw[:20]}”: use YYYY-MM-DD.")
-        return None
+    return day
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.bounds import BIGINT_MAX, parse_id, parse_int
 from app.db.models import (
     Campaign,
     Comment,
@@ -227,9 +228,11 @@ def parse_versions(values: Sequence[str]) -> dict[int, int]:
     """`id:version` pairs the page sends back for the rows it shows that may still change."""
     versions: dict[int, int] = {}
     for value in values[:MAX_LIVE_ROWS]:
-        row_id, _, version = value.partition(":")
-        if row_id.isdigit() and version.isdigit():
-            versions[int(row_id)] = int(version)
+        raw_id, _, raw_version = value.partition(":")
+        row_id = parse_id(raw_id)
+        version = parse_int(raw_version, low=0, high=BIGINT_MAX)
+        if row_id is not None and version is not None:
+            versions[row_id] = version
     return versions
 
 

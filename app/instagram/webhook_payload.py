@@ -22,7 +22,7 @@ Only a body that is not JSON, not a JSON object, not `object: "instagram"` or ha
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -47,6 +47,9 @@ MESSAGING_FIELDS = frozenset(
 )
 # Problems kept per event; the count is always exact.
 MAX_PROBLEMS_KEPT = 50
+# Meta's envelopes nest about seven levels; a body nested far deeper is no webhook, and
+# everything that walks it later (parsing, storing as jsonb, logging) stays well in bounds.
+MAX_DEPTH = 64
 
 # The kinds of messaging items are the messaging ledger's: an item's kind is stored as it is.
 MessagingKind = MessagingEventKind
@@ -139,14 +142,31 @@ class _Entry:
 
 
 def decode_body(raw: bytes) -> dict[str, Any]:
-    """Parse `raw` as a JSON object; `EnvelopeError` says why it is not one."""
+    """Parse `raw` as a JSON object nested at most `MAX_DEPTH` levels; `EnvelopeError` says
+    why it is not one."""
     try:
         document = msgspec.json.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise EnvelopeError(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise EnvelopeError(f"nested deeper than {MAX_DEPTH} levels") from None
     if not isinstance(document, dict):
         raise EnvelopeError(f"not a JSON object but {fields.type_name(document)}")
+    if _deeper_than(document, MAX_DEPTH):
+        raise EnvelopeError(f"nested deeper than {MAX_DEPTH} levels")
     return document
+
+
+def _deeper_than(document: dict[str, Any], limit: int) -> bool:
+    """Does any container sit more than `limit` levels down? Iterative: no recursion."""
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(document, 1)]
+    while stack:
+        node, level = stack.pop()
+        if level > limit:
+            return True
+        children: Iterable[object] = node.values() if isinstance(node, dict) else node
+        stack.extend((c, level + 1) for c in children if isinstance(c, dict | list))
+    return False
 
 
 def parse_webhook(document: Mapping[str, Any], *, received_at: datetime) -> ParsedWebhook:

@@ -40,6 +40,7 @@ from app.campaigns.validation import (
     input_from_values,
     parse_campaign_form,
 )
+from app.db.bounds import BIGINT_MAX, parse_int
 from app.db.models import AccountStatus, Campaign, CampaignStatus
 from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
@@ -149,9 +150,8 @@ async def save(
         raise campaign_not_found()
     raw = await request.form()
     form = parse_campaign_form(raw)
-    try:
-        seen_version = int(str(raw.get("version") or ""))
-    except ValueError:
+    seen_version = parse_int(raw.get("version"), low=0, high=BIGINT_MAX)
+    if seen_version is None:
         seen_version = -1
     live = campaign.status is CampaignStatus.ACTIVE
     errors = check_campaign(form, require_complete=live)

@@ -18,6 +18,7 @@ from litestar.response import Template
 from app.auth.current import Viewer
 from app.campaigns.message_format import build_message, buttons_of, render
 from app.campaigns.validation import (
+    MAX_DELAY_MINUTES,
     CampaignInput,
     check_button_message,
     check_dm_text,
@@ -25,6 +26,7 @@ from app.campaigns.validation import (
     link_problem,
     parse_campaign_form,
 )
+from app.db.bounds import parse_int
 from app.delivery.content import compose
 from app.delivery.content.compose import CampaignTexts, Content
 from app.delivery.content.follow_ups import render_follow_up
@@ -135,10 +137,7 @@ def _step(name: str, label: str, content: Content, error: str | None) -> dict[st
 def _follow_up_preview(form: CampaignInput) -> dict[str, Any] | None:
     if not form.follow_up_enabled:
         return None
-    try:
-        delay = int(form.follow_up_delay_minutes)
-    except ValueError:
-        delay = 0
+    delay = parse_int(form.follow_up_delay_minutes, low=0, high=MAX_DELAY_MINUTES) or 0
     buttons = [{"title": b.title, "url": b.url} for b in form.filled_buttons]
     return {
         "text": render_follow_up(form.follow_up_text, username=PREVIEW_USERNAME, buttons=buttons),

@@ -20,6 +20,7 @@ from app.accounts.cards import get_account, list_usable_accounts
 from app.auth.current import Viewer
 from app.campaigns.matching import CommentFacts, choose_campaign
 from app.campaigns.rules import load_rules_to_try
+from app.db.bounds import parse_id
 from app.web.campaigns.common import NO_STORE
 from app.web.htmx import wants_partial
 
@@ -48,11 +49,8 @@ async def try_comment(
     raw = await request.form()
     text = str(raw.get("comment") or "")
     media_id = str(raw.get("media_id") or "").strip() or None
-    try:
-        account_id = int(str(raw.get("account_id") or ""))
-    except ValueError:
-        account_id = 0
-    account = await get_account(db_session, viewer.workspace_id, account_id)
+    account_id = parse_id(raw.get("account_id"))
+    account = await get_account(db_session, viewer.workspace_id, account_id) if account_id else None
     if account is None:
         raise NotFoundException("No such account in this workspace.")
     rules = await load_rules_to_try(db_session, viewer.workspace_id, account.id)

@@ -19,6 +19,7 @@ from litestar.plugins.htmx import HTMXRequest
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.current import Viewer, safe_next
+from app.db.bounds import parse_id
 from app.delivery.recovery.manual_retry import RetryStatus, mark_retry
 from app.delivery.send.scheduling import enqueue_delivery
 from app.delivery_log.actions import (
@@ -34,6 +35,9 @@ from app.web.guards import editors_only
 from app.web.htmx import redirect, wants_partial
 from app.web.idempotency import idempotent, notice_response, redirect_to
 from app.web.log.rows import render_row
+
+# A page shows at most this many rows to tick; more ids than that are not a person's.
+MAX_BULK_IDS = 500
 
 
 @post("/{dm_log_id:int}/retry", name="log_retry", status_code=200, guards=[editors_only])
@@ -85,7 +89,8 @@ async def bulk_retry(
     resources: NamedDependency[Resources],
 ) -> Response[Any]:
     form = await request.form()
-    ids = [int(v) for v in form.getall("ids", []) if isinstance(v, str) and v.isdigit()]
+    found = (parse_id(v) for v in form.getall("ids", [])[:MAX_BULK_IDS])
+    ids = [i for i in found if i is not None]
     back = safe_next(str(form.get("back") or "/log"))
     if not ids:
         return notice_response(

@@ -15,6 +15,7 @@ from litestar.plugins.htmx import HTMXRequest
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.current import SESSION_WORKSPACE, Viewer
+from app.db.bounds import parse_id
 from app.operations.idempotency import Finished
 from app.resources import Resources
 from app.web.idempotency import idempotent, redirect_to
@@ -27,10 +28,9 @@ async def switch_workspace(
     resources: NamedDependency[Resources],
 ) -> Response[Any]:
     raw = await request.form()
-    try:
-        workspace_id = int(str(raw.get("workspace_id") or ""))
-    except ValueError:
-        raise NotFoundException("No such workspace.") from None
+    workspace_id = parse_id(raw.get("workspace_id"))
+    if workspace_id is None:
+        raise NotFoundException("No such workspace.")
 
     async def action(session: AsyncSession) -> Finished:
         # The viewer, loaded for this request, already lists the user's workspaces.

@@ -177,6 +177,27 @@ async def test_signed_bodies_that_are_not_a_json_object_get_400_and_are_kept(
     assert await count(resources, OperationalEvent, OperationalEvent.kind == "webhook_body_invalid")
 
 
+async def test_signed_bodies_nested_too_deep_get_400_and_are_kept(
+    client: httpx.AsyncClient, resources: Resources
+) -> None:
+    """Past the decoder's recursion limit (1000 levels) and just past ours (64): refused and
+    kept, never an unhandled error; Meta's own nesting still passes."""
+    bodies = [
+        b'{"object":"instagram","entry":' + b"[" * 1000 + b"]" * 1000 + b"}",
+        b'{"a":' * 1000 + b"1" + b"}" * 1000,
+        b'{"a":' * 65 + b"1" + b"}" * 65,
+    ]
+    for body in bodies:
+        refused = await post(client, body)
+        assert refused.status_code == 400, refused.text
+        assert "nested deeper than 64 levels" in refused.json()["detail"]
+    stored = await events(resources)
+    assert [e.body for e in stored] == bodies
+    assert {e.status for e in stored} == {WebhookStatus.REJECTED}
+    fine = b'{"object":"instagram","entry":[],"x":' + b'{"a":' * 60 + b"1" + b"}" * 60 + b"}"
+    assert (await post(client, fine)).status_code == 200
+
+
 async def test_bodies_over_the_cap_get_413_and_nothing_is_stored(
     client: httpx.AsyncClient, resources: Resources
 ) -> None:

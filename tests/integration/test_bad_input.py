@@ -1,0 +1,191 @@
+"""Bad ids, numbers, dates and cursors from a URL or a form: a 404, a 422 or a filter ignored
+with a sentence, never a 500.
+
+Each case is one a review found answering 500: an id past PostgreSQL's `bigint`, a digit
+Python's `str.isdigit` accepts but `int` refuses ("²"), a day whose next day is past year
+9999, a cursor of microseconds beyond any timestamp.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+
+import pytest
+
+from app.db.models import LegState
+from app.resources import Resources
+from app.settings import Settings
+from tests.support.dashboard import csrf_token, tokens
+from tests.support.log_data import add_log, signed_in_creator
+
+HUGE = "99999999999999999999"  # past bigint's 9223372036854775807
+HTML = {"accept": "text/html"}
+
+
+def _b64(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"/log/{HUGE}",
+        f"/campaigns/{HUGE}",
+        f"/accounts/{HUGE}",
+        "/log/0",
+        "/campaigns/-1",
+    ],
+)
+async def test_ids_out_of_range_in_a_path_are_not_found(
+    settings: Settings, resources: Resources, path: str
+) -> None:
+    async with signed_in_creator(settings, resources) as creator:
+        answer = await creator.client.get(path, headers=HTML)
+        assert answer.status_code == 404, answer.text
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        f"account={HUGE}",
+        f"campaign={HUGE}",
+        "account=%C2%B2",  # "²"
+        "from=9999-12-31",
+        "to=9999-12-31",
+        "from=99999-01-01",
+        f"before={_b64('9' * 25 + '.1')}",
+        f"after={_b64('1.' + HUGE)}",
+        f"before={_b64('-' + '9' * 25 + '.1')}",
+    ],
+)
+async def test_filters_and_cursors_out_of_range_are_ignored_with_a_sentence(
+    settings: Settings, resources: Resources, query: str
+) -> None:
+    async with signed_in_creator(settings, resources) as creator:
+        await add_log(resources, creator)
+        for path in ("/log/", "/log/misses"):
+            answer = await creator.client.get(f"{path}?{query}", headers=HTML)
+            assert answer.status_code == 200, (path, answer.text[:300])
+
+
+@pytest.mark.parametrize(
+    "live",
+    [f"{HUGE}:1", f"1:{HUGE}", "²:1", "1:²", "١:1"],
+)
+async def test_live_versions_out_of_range_are_skipped(
+    settings: Settings, resources: Resources, live: str
+) -> None:
+    async with signed_in_creator(settings, resources) as creator:
+        answer = await creator.client.get(
+            "/log/updates", params={"live": live}, headers={"HX-Request": "true"}
+        )
+        assert answer.status_code == 204, answer.text
+
+
+async def test_a_live_window_out_of_range_is_ignored(
+    settings: Settings, resources: Resources
+) -> None:
+    windows = [
+        [[int("9" * 25), 0], []],
+        [[0, 0], [[1, int(HUGE)]]],
+        [[0, 0], "ab"],
+        [[0, 0], {"a": 1}],
+    ]
+    async with signed_in_creator(settings, resources) as creator:
+        for window in windows:
+            token = _b64(json.dumps(window))
+            answer = await creator.client.get(
+                "/log/updates", params={"window": token}, headers={"HX-Request": "true"}
+            )
+            assert answer.status_code == 204, (window, answer.text)
+        deep = _b64("[" * 5000 + "]" * 5000)
+        answer = await creator.client.get("/log/updates", params={"window": deep})
+        assert answer.status_code == 204, answer.text
+
+
+async def test_the_export_past_year_9999_is_a_whole_csv(
+    settings: Settings, resources: Resources
+) -> None:
+    async with signed_in_creator(settings, resources) as creator:
+        await add_log(resources, creator, username="jane.doe")
+        answer = await creator.client.get("/log/export.csv?from=2020-01-01&to=9999-12-31")
+        assert answer.status_code == 200
+        lines = answer.text.strip().splitlines()
+        assert len(lines) == 2, answer.text
+        assert "jane.doe" in lines[1]
+
+
+async def test_bulk_retry_with_odd_digits_is_nothing_selected(
+    settings: Settings, resources: Resources
+) -> None:
+    async with signed_in_creator(settings, resources) as creator:
+        await add_log(resources, creator, state=LegState.FAILED)
+        page = await creator.client.get("/log/", headers=HTML)
+        for ids in (["²"], [HUGE], ["0"], ["١"]):
+            answer = await creator.client.post(
+                "/log/retry",
+                data={**tokens(page.text, "/log/retry"), "_idem": str(uuid.uuid4()), "ids": ids},
+                headers=HTML,
+            )
+            assert answer.status_code == 422, (ids, answer.text[:300])
+
+
+async def test_trying_a_comment_on_an_account_out_of_range_is_not_found(
+    settings: Settings, resources: Resources
+) -> None:
+    async with signed_in_creator(settings, resources) as creator:
+        page = await creator.client.get("/campaigns/try", headers=HTML)
+        for account_id in (HUGE, "²", "0"):
+            answer = await creator.client.post(
+                "/campaigns/try",
+                data={
+                    "_csrf_token": csrf_token(page.text),
+                    "account_id": account_id,
+                    "comment": "x",
+                },
+                headers=HTML,
+            )
+            assert answer.status_code == 404, (account_id, answer.text[:300])
+
+
+async def test_switching_to_a_workspace_out_of_range_is_not_found(
+    settings: Settings, resources: Resources
+) -> None:
+    async with signed_in_creator(settings, resources) as creator:
+        page = await creator.client.get("/", headers=HTML)
+        for workspace_id in (HUGE, "²"):
+            answer = await creator.client.post(
+                "/workspaces/switch",
+                data={
+                    "_csrf_token": csrf_token(page.text),
+                    "_idem": str(uuid.uuid4()),
+                    "workspace_id": workspace_id,
+                },
+                headers=HTML,
+            )
+            assert answer.status_code == 404, (workspace_id, answer.text[:300])
+
+
+async def test_a_campaign_saved_with_numbers_out_of_range_gets_field_errors(
+    settings: Settings, resources: Resources
+) -> None:
+    async with signed_in_creator(settings, resources) as creator:
+        page = await creator.client.get(f"/campaigns/{creator.campaign_id}", headers=HTML)
+        answer = await creator.client.post(
+            f"/campaigns/{creator.campaign_id}",
+            data={
+                **tokens(page.text, f"/campaigns/{creator.campaign_id}"),
+                "name": "Lemon loaf",
+                "account_id": HUGE,
+                "priority": "²",
+                "version": HUGE + "9" * 30,
+                "follow_up_delay_minutes": "١",
+                "dm_text": "Here it is",
+            },
+            headers=HTML,
+        )
+        assert answer.status_code == 422, answer.text[:300]
+        assert "Choose the Instagram account" in answer.text
+        assert "Priority is a whole number" in answer.text
