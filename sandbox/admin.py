@@ -89,6 +89,10 @@ class MediaBody(msgspec.Struct, forbid_unknown_fields=True):
     media_product_type: ProductType = "FEED"
 
 
+class SubscriptionBody(msgspec.Struct, forbid_unknown_fields=True):
+    fields: list[str]
+
+
 async def decode(request: Request[Any, Any, Any], kind: type[S]) -> S:
     raw = await request.body()
     try:
@@ -209,6 +213,7 @@ class AdminController(Controller):
             if wrong:
                 raise ActionError(f"unknown webhook fields {wrong}")
             account.subscribed_fields = list(dict.fromkeys(body.subscribe))
+            account.subscribed_scopes = scopes
         if body.expires_in is not None and body.expires_in <= 0:
             raise ActionError("expires_in must be positive")
         token = mint(
@@ -381,6 +386,23 @@ class AdminController(Controller):
     ) -> dict[str, Any]:
         sandbox = sandbox_of(request.app.state)
         return comment_json(sandbox, fan_actions.delete_comment(sandbox, comment_id))
+
+    @post("/accounts/{account:str}/subscription", status_code=200)
+    async def set_subscription(
+        self, request: Request[Any, Any, Any], account: str
+    ) -> dict[str, Any]:
+        """Change an account's subscribed fields as if someone else had (an unsubscribed field)."""
+        body = await decode(request, SubscriptionBody)
+        owner = find_account(sandbox_of(request.app.state), account)
+        wrong = [f for f in body.fields if f not in FIELDS]
+        if wrong:
+            raise ActionError(f"unknown webhook fields {wrong}")
+        owner.subscribed_fields = list(dict.fromkeys(body.fields))
+        return {
+            "account_id": owner.user_id,
+            "subscribed_fields": owner.subscribed_fields,
+            "scopes": list(owner.subscribed_scopes),
+        }
 
     @post("/accounts/{account:str}/media", status_code=201)
     async def publish(self, request: Request[Any, Any, Any], account: str) -> dict[str, Any]:

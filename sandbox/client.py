@@ -163,6 +163,15 @@ class _Calls(Generic[R]):
     def delete_comment(self, comment_id: str) -> R:
         return self._call("DELETE", f"/_admin/comments/{_part(comment_id)}")
 
+    def set_subscription(self, account: str, fields: list[str]) -> R:
+        """An account's subscribed webhook fields, changed behind the product's back."""
+        path = f"/_admin/accounts/{_part(account)}/subscription"
+        return self._call("POST", path, json={"fields": fields})
+
+    def set_app_mode(self, mode: str, *, roles: list[str] | None = None) -> R:
+        """ "development" (webhooks only for fans in `roles`) or "live"."""
+        return self.update_settings(app_mode=mode, app_roles=roles or [])
+
     def publish_media(
         self,
         account: str,

@@ -26,6 +26,9 @@ class Account:
     follows_count: int
     media_ids: list[str] = field(default_factory=list)  # oldest first
     subscribed_fields: list[str] = field(default_factory=list)
+    # The permissions of the token that made the subscription: Meta sends a field's events
+    # only when the account granted the permission the field needs.
+    subscribed_scopes: tuple[str, ...] = ()
 
     @property
     def profile_picture_url(self) -> str:

@@ -134,11 +134,15 @@ async def authorize_decision(request: Request[Any, Any, Any]) -> Redirect | Temp
     account = world.account(str(form.get("account", "")))
     if account is None:
         return _error_page("Pick one of the test accounts")
+    # Instagram's permission screen lets the person turn a permission off.
+    granted = tuple(s for s in pending.scopes if not form.get(f"refuse_{s}"))
+    if BASIC not in granted:
+        return _error_page(f"The {BASIC} permission is required to continue")
     code = AuthCode(
         code=auth_code(),
         account_id=account.user_id,
         redirect_uri=pending.redirect_uri,
-        scopes=pending.scopes,
+        scopes=granted,
         created_at=sandbox.clock.now(),
         code_challenge=pending.code_challenge,
     )

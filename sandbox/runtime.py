@@ -17,6 +17,7 @@ from sandbox.faults import FaultBook
 from sandbox.fixture import Fixture, load_fixture
 from sandbox.journal import Journal
 from sandbox.limits import Limits
+from sandbox.permissions import permissions_for
 from sandbox.settings import Settings
 from sandbox.state import World
 from sandbox.webhook_events import WebhookEvent
@@ -36,15 +37,21 @@ class Sandbox:
         self.journal = Journal()
         self.limits = Limits()
         self.faults = FaultBook(self.rng)
-        self.webhooks = WebhookSender(
-            config, self.settings, self.clock, self.faults, self._subscribed
-        )
+        self.webhooks = WebhookSender(config, self.settings, self.clock, self.faults, self._held)
 
-    def _subscribed(self, account_id: str, field: str) -> bool:
-        if not self.settings.require_subscription:
-            return True
-        account = self.world.accounts.get(account_id)
-        return account is not None and field in account.subscribed_fields
+    def _held(self, event: WebhookEvent) -> str | None:
+        """Why Meta would not send this event (its status), or None when it would."""
+        settings = self.settings
+        if settings.app_mode == "development" and event.fan not in (None, *settings.app_roles):
+            return "no_app_role"
+        if not settings.require_subscription:
+            return None
+        account = self.world.accounts.get(event.account_id)
+        if account is None or event.field not in account.subscribed_fields:
+            return "not_subscribed"
+        if not set(permissions_for(event.field)) <= set(account.subscribed_scopes):
+            return "missing_permission"
+        return None
 
     def emit(self, event: WebhookEvent) -> None:
         self.webhooks.emit(event)

@@ -28,6 +28,10 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     token_response_shape: Literal["flat", "data"] = "flat"  # noqa: S105 - not a secret
     me_response_shape: Literal["flat", "data"] = "flat"
     require_subscription: bool = True
+    # "development": webhooks only for people with a role on the app (`app_roles`, fan
+    # usernames; the connected accounts' own events always flow), as Meta does before Live.
+    app_mode: Literal["live", "development"] = "live"
+    app_roles: list[str] = msgspec.field(default_factory=list)
     human_agent_approved: bool = False
     webhook_flat_form: bool = False
     webhook_batch_window_ms: NonNegative = 50

@@ -1,8 +1,9 @@
 """``/{ig-user-id}/subscribed_apps``: the per-account webhook subscription.
 
 Webhooks for an account flow only for the fields it subscribed (unless the
-``require_subscription`` setting is off). ``POST /me/subscribed_apps`` fails with code 100 as
-field reports show; the explicit account id works.
+``require_subscription`` setting is off), and only when the token that subscribed holds the
+permission the field needs (``sandbox.permissions``). ``POST /me/subscribed_apps`` fails
+with code 100 as field reports show; the explicit account id works.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ async def subscribed_apps(call: GraphCall, node_id: str) -> Response[bytes]:
             return Reply({"data": data})
         if call.method == "DELETE":
             account.subscribed_fields = []
+            account.subscribed_scopes = ()
             return Reply({"success": True})
         if call.method != "POST":
             raise unsupported(call.method, node_id)
@@ -64,6 +66,7 @@ async def subscribed_apps(call: GraphCall, node_id: str) -> Response[bytes]:
                     f'got "{field}"'
                 )
         account.subscribed_fields = list(dict.fromkeys(fields))
+        account.subscribed_scopes = call.token().scopes
         return Reply({"success": True})
 
     return await perform(

@@ -117,13 +117,13 @@ class WebhookSender:
         settings: Settings,
         clock: Clock,
         faults: FaultBook,
-        subscribed: Callable[[str, str], bool],
+        held: Callable[[WebhookEvent], str | None],
     ) -> None:
         self._config = config
         self._settings = settings
         self._clock = clock
         self._faults = faults
-        self._subscribed = subscribed
+        self._held_by_platform = held
         self.registration: Registration | None = None
         self.events: list[WebhookEvent] = []
         self.attempts: list[dict[str, Any]] = []
@@ -244,8 +244,9 @@ class WebhookSender:
         if self.registration is None:
             event.status = "no_callback"
             return
-        if not self._subscribed(event.account_id, event.field):
-            event.status = "not_subscribed"
+        held = self._held_by_platform(event)
+        if held is not None:
+            event.status = held
             return
         rule = self._faults.match(
             "webhook", FaultTarget(event.account_id, event.comment_id, event.fan)

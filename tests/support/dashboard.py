@@ -147,8 +147,11 @@ async def start_connect(client: Any) -> str:
     return location
 
 
-async def consent(authorize_url: str, *, account: str = SUNNY, allow: bool = True) -> str:
-    """Play the person on the sandbox's consent page; returns the callback path and query."""
+async def consent(
+    authorize_url: str, *, account: str = SUNNY, allow: bool = True, refuse: tuple[str, ...] = ()
+) -> str:
+    """Play the person on the sandbox's consent page, unticking the permissions in `refuse`;
+    returns the callback path and query."""
     async with httpx.AsyncClient(timeout=10) as browser:
         page = await browser.get(authorize_url)
         assert page.status_code == 200, page.text
@@ -157,7 +160,12 @@ async def consent(authorize_url: str, *, account: str = SUNNY, allow: bool = Tru
         parts = urlsplit(authorize_url)
         answer = await browser.post(
             f"{parts.scheme}://{parts.netloc}/oauth/authorize",
-            data={**form.fields, "account": account, "decision": "allow" if allow else "deny"},
+            data={
+                **form.fields,
+                **{f"refuse_{scope}": "1" for scope in refuse},
+                "account": account,
+                "decision": "allow" if allow else "deny",
+            },
         )
         assert answer.status_code == 302, answer.text
     # A browser never sends the `#_` fragment Instagram appends; neither do we.
@@ -165,9 +173,11 @@ async def consent(authorize_url: str, *, account: str = SUNNY, allow: bool = Tru
     return f"{target.path}?{target.query}"
 
 
-async def connect_account(client: Any, *, account: str = SUNNY) -> httpx.Response:
+async def connect_account(
+    client: Any, *, account: str = SUNNY, refuse: tuple[str, ...] = ()
+) -> httpx.Response:
     """The whole Connect Instagram flow; returns our callback's answer (a redirect)."""
-    callback = await consent(await start_connect(client), account=account)
+    callback = await consent(await start_connect(client), account=account, refuse=refuse)
     response: httpx.Response = await client.get(callback, follow_redirects=False)
     return response
 
