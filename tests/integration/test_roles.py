@@ -48,6 +48,10 @@ ANY_MEMBER = {
     "/campaigns/preview",
     "/campaigns/keywords",
     "/campaigns/try",
+    # Meta's deauthorize and data-deletion callbacks: no session at all; they authenticate by
+    # the signed_request's HMAC (tests/integration/test_meta_callbacks.py).
+    "/meta/deauthorize",
+    "/meta/data-deletion",
 }
 # Raw ASGI routes have no method table to read; the only one is Meta's webhook, which
 # authenticates by signature, not by a session.
