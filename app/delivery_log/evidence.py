@@ -4,8 +4,9 @@ The engine writes the evidence (see `app.delivery.recovery.inbox_check`,
 `app.delivery.send.outcomes`, `app.delivery.recovery.manual_retry`); the creator reads it on a
 row's timeline before deciding to send again.
 Keys this understands: `inbox_check` (the last look in the conversation), `check_requested`
-(a creator asked to look again), `confirmed_by`/`confirmed_at`/`message_id`/`detail` (how a
-send was proven delivered), `manual_retry` (the last retry and the state it came from), and
+(a creator asked to look again), `confirmed_by`/`confirmed_at`/`message_id`/`detail` and
+`matched_on`/`matched_why` (how a send was proven delivered, and why that message is this
+one's), `manual_retry` (the last retry and the state it came from), and
 for taps and DM triggers the follow gate's `follow_checks` (each "not following yet") and
 `follow_gate` (the check that decided what was sent, see `app.delivery.content.follow_gate`).
 Anything else is shown as it is, so nothing the engine records is hidden.
@@ -25,6 +26,7 @@ _KNOWN = {
     "message_id",
     "created_time",
     "matched_on",
+    "matched_why",
     "detail",
     "manual_retry",
     "follow_checks",
@@ -39,7 +41,8 @@ _CONFIRMED_BY = {
     "conversations_api": "found in the conversation with the person (Conversations API)",
     "meta_already_used": (
         "a retry was answered “this comment already has its private reply” (100/2534025) "
-        "inside the 7-day window: the first send had arrived"
+        "inside the 7-day window after an earlier send whose answer was lost: that send had "
+        "arrived"
     ),
 }
 
@@ -109,6 +112,8 @@ def describe_evidence(evidence: dict[str, Any] | None) -> list[EvidenceLine]:
         text = _CONFIRMED_BY.get(str(confirmed), str(confirmed))
         if evidence.get("message_id"):
             text += f"; message id {evidence['message_id']}"
+        if evidence.get("matched_why"):
+            text += f" ({evidence['matched_why']})"
         lines.append(
             EvidenceLine("Confirmed delivered", text, _time(evidence.get("confirmed_at")), "found")
         )

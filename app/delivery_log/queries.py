@@ -336,6 +336,16 @@ async def fetch_timeline(
     return Timeline(log=log, row=row, comment=comment, attempts=attempts, source=source)
 
 
+def unconfirmed_why(timeline: Timeline) -> str:
+    """Why an UNCONFIRMED DM may have arrived, in the words its cause was recorded with (a
+    timeout, Meta's error, a worker that stopped after its request left); Meta's codes are
+    shown beside it, not in it."""
+    reason = (timeline.log.pr_error_message or "").strip().rstrip(".")
+    if not reason:
+        return "Instagram's answer was lost or unclear, so this DM may have arrived."
+    return f"{reason[0].upper()}{reason[1:]}."
+
+
 def state_sentence(timeline: Timeline) -> str:
     """A short sentence for what the private reply's state means right now."""
     row = timeline.row
@@ -343,12 +353,12 @@ def state_sentence(timeline: Timeline) -> str:
     if state is LegState.SENT:
         confirmed = timeline.evidence.get("confirmed_by")
         if confirmed == "meta_already_used":
-            return "Sent. The first send's answer was lost; Instagram later confirmed it arrived."
+            return "Sent. An earlier send's answer was lost; Instagram later confirmed it arrived."
         if confirmed == "conversations_api":
             return "Sent. The answer was lost; the message was found in the conversation."
         return "Sent."
     if state is LegState.UNCONFIRMED:
-        return "We may already have sent this: Instagram's answer was lost or unclear."
+        return "We may already have sent this: we do not know whether it arrived."
     if state is LegState.FAILED:
         return "Not sent: Instagram refused it, or every attempt failed."
     if state is LegState.PENDING:

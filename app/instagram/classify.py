@@ -94,10 +94,12 @@ def classify_error(error: GraphError, leg: Leg = Leg.PRIVATE_REPLY) -> Verdict:
     """Classify a failed send (`POST /messages` or `POST /{comment}/replies`)."""
     if isinstance(error, GraphTransportError):
         if error.request_sent:
+            ended = "timed out" if "Timeout" in error.kind else "was cut"
             return Verdict(
                 AttemptClass.AMBIGUOUS,
-                f"no answer after the request was sent ({error.kind}): it may have been delivered",
-                message=error.detail[:500],
+                f"the request left for Instagram but the connection {ended} before an answer "
+                "came back, so the message may have been delivered",
+                message=f"{error.kind}: {error.detail}"[:500],
             )
         return Verdict(
             AttemptClass.RETRYABLE,
@@ -107,13 +109,17 @@ def classify_error(error: GraphError, leg: Leg = Leg.PRIVATE_REPLY) -> Verdict:
     if isinstance(error, GraphBadResponseError):
         return Verdict(
             AttemptClass.AMBIGUOUS,
-            f"unreadable answer (HTTP {error.http_status}): it may have been delivered",
+            "Instagram's answer could not be read, so the message may have been delivered",
             http_status=error.http_status,
             message=error.preview[:500],
         )
     if isinstance(error, GraphApiError):
         return _classify_api_error(error, leg)
-    return Verdict(AttemptClass.AMBIGUOUS, f"unexpected failure: {error}")
+    return Verdict(
+        AttemptClass.AMBIGUOUS,
+        "the send failed in an unexpected way, so the message may have been delivered",
+        message=str(error)[:500],
+    )
 
 
 def _classify_api_error(error: GraphApiError, leg: Leg) -> Verdict:
@@ -123,7 +129,8 @@ def _classify_api_error(error: GraphApiError, leg: Leg) -> Verdict:
         return _from_api(
             error,
             AttemptClass.AMBIGUOUS,
-            f"Meta error {label} (HTTP {error.http_status}): the message may have been delivered",
+            "Instagram answered with an error that does not say whether the message went out "
+            "(a fault on its side), so it may have been delivered",
         )
     if code == 368:
         return _from_api(

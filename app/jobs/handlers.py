@@ -78,7 +78,11 @@ async def sweep_stale_claims(ctx: dict[str, Any]) -> dict[str, int]:
     older = sweeps.stale_after_s(resources.settings.send_timeout_s)
     async with autocommit(resources.engine) as conn:
         swept = await sweeps.sweep_stale_claims(conn, resources.queue, older_than_s=older)
-    return {"private": len(swept.private), "public": len(swept.public)}
+    return {
+        "private": len(swept.private),
+        "public": len(swept.public),
+        "resent": len(swept.resent),
+    }
 
 
 async def relay_due_work(ctx: dict[str, Any]) -> dict[str, int]:

@@ -260,7 +260,10 @@ async def test_a_timeline_shows_ledger_decision_attempts_and_evidence(
         owner,
         state=LegState.UNCONFIRMED,
         comment_row_id=comment,
-        pr_error_message="ambiguous: HTTP 500",
+        pr_error_message=(
+            "Instagram answered with an error that does not say whether the message went "
+            "out (a fault on its side), so it may have been delivered"
+        ),
         pr_evidence={
             "inbox_check": {
                 "checked_at": checked,
@@ -306,6 +309,8 @@ async def test_a_timeline_shows_ledger_decision_attempts_and_evidence(
         "ambiguous: An unknown error occurred",
         "not found in the last 20 messages of the conversation",
         "We may already have sent this — check the conversation",
+        # Why, in the words of its cause; Meta's codes beside it, not in it.
+        'id="unconfirmed-why">Instagram answered with an error that does not say whether',
         'id="confirm-checkbox"',
         'id="check-again"',
     ):

@@ -141,6 +141,15 @@ class DmLog(Base):
             "pub_next_attempt_at",
             postgresql_where=text("pub_state = 'PENDING'"),
         ),
+        # A message id confirms at most one delivery: whether Meta's answer carried it or the
+        # inbox check found it, a second row can never be credited with the same message.
+        Index(
+            "uq_dm_logs_account_pr_message",
+            "account_id",
+            "pr_message_id",
+            unique=True,
+            postgresql_where=text("pr_message_id IS NOT NULL"),
+        ),
         # A tap's log row points at the person's opening DM or follow prompt it answers.
         Index(
             "ix_dm_logs_tappable",
@@ -194,6 +203,9 @@ class DmLog(Base):
     pr_next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pr_claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pr_claimed_by: Mapped[str | None] = mapped_column(String(100))
+    # Written by the claim's holder just before the request to Meta leaves (NULL from the
+    # claim until then): a claim abandoned while it is NULL sent nothing and is safe to retry.
+    pr_requested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pr_sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pr_message_id: Mapped[str | None] = mapped_column(String(255))
     pr_error_code: Mapped[int | None] = mapped_column(Integer)

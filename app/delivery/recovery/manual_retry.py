@@ -7,8 +7,9 @@ anew (the person may have followed since); a retried follow-up sends its frozen 
 One conditional UPDATE moves the leg back to PENDING and grants a fresh budget of three
 attempts by raising `pr_attempt_limit` (the claim still bounds every send). An UNCONFIRMED
 leg is only retried with explicit confirmation, since the first message may have arrived.
-The retry is noted in `pr_evidence.manual_retry` with the state it came from: if Meta then
-answers 100/2534025 inside the 7-day window, the first send is recorded as having arrived.
+The retry is noted in `pr_evidence.manual_retry` with the state it came from. If Meta then
+answers 100/2534025 inside the 7-day window, an earlier send is recorded as having arrived
+only when an earlier attempt's answer was ambiguous (see `app.delivery.send.outcomes`).
 
 `mark_retry` is the state change alone, in the caller's transaction: the dashboard runs it
 inside an idempotency key's transaction (`app.operations.idempotency.run_once`), so the new

@@ -2,8 +2,11 @@
 
 - Stale-claim sweep: a leg IN_FLIGHT for longer than a send can take (two calls, the
   template and its text fallback, each up to the send timeout, plus a margin) belongs to a
-  worker that died or lost its database mid-send. Meta may have delivered it, so it becomes
-  UNCONFIRMED, never PENDING, and an inbox check is queued.
+  worker that died or lost its database. A private leg whose holder never noted its request
+  as leaving (`pr_requested_at` NULL, see `app.delivery.send.claims.mark_request_sent`) sent
+  nothing: it goes back to PENDING, due now, its job enqueued, the quota reservation given
+  back and the attempt not counted against its budget. Any other may have been delivered, so
+  it becomes UNCONFIRMED, never PENDING, and a private one gets an inbox check.
 - Due-work relay: PENDING legs whose time has come but that no job is handling (a lost
   enqueue, Redis down, a worker killed with jobs in hand, an account back from a pause) are
   enqueued again under the key a waiting job would have, so nothing piles up. Before that it
@@ -18,7 +21,7 @@ like a retry); the relay enqueues each row's own job.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from saq import Queue
 from sqlalchemy import text
@@ -42,9 +45,10 @@ def stale_after_s(send_timeout_s: float) -> float:
 _SWEEP = text(
     """
 WITH stale AS (
-    SELECT id,
+    SELECT id, workspace_id, trigger_kind, pr_claimed_at,
            (pr_state = 'IN_FLIGHT' AND pr_claimed_at < now() - make_interval(secs => :older))
                AS pr,
+           pr_requested_at IS NULL AS pr_unsent,
            (pub_state = 'IN_FLIGHT' AND pub_claimed_at < now() - make_interval(secs => :older))
                AS pub
     FROM dm_logs
@@ -54,54 +58,94 @@ WITH stale AS (
 ),
 legs AS (
     UPDATE dm_logs d SET
-        pr_state = CASE WHEN s.pr THEN 'UNCONFIRMED' ELSE d.pr_state END,
-        pr_error_message = CASE WHEN s.pr THEN :reason ELSE d.pr_error_message END,
+        pr_state = CASE WHEN s.pr AND s.pr_unsent THEN 'PENDING'
+                        WHEN s.pr THEN 'UNCONFIRMED' ELSE d.pr_state END,
+        pr_error_message = CASE WHEN s.pr AND s.pr_unsent THEN :unsent_reason
+                                WHEN s.pr THEN :reason ELSE d.pr_error_message END,
+        -- The abandoned claim keeps its attempt number (a fence against its holder) but
+        -- not its place in the budget: nothing was sent.
+        pr_attempt_limit = d.pr_attempt_limit + CASE WHEN s.pr AND s.pr_unsent THEN 1 ELSE 0 END,
+        pr_next_attempt_at = CASE WHEN s.pr AND s.pr_unsent THEN now()
+                                  ELSE d.pr_next_attempt_at END,
         pub_state = CASE WHEN s.pub THEN 'UNCONFIRMED' ELSE d.pub_state END,
         pub_error_message = CASE WHEN s.pub THEN :reason ELSE d.pub_error_message END,
         updated_at = now()
     FROM stale s WHERE d.id = s.id
-    RETURNING d.id, s.pr, s.pub
+    RETURNING d.id, s.pr, s.pr_unsent, s.pub, s.trigger_kind, s.workspace_id, s.pr_claimed_at,
+              d.pr_next_attempt_at
+),
+quota AS (
+    -- The claim reserved a DM of its month's quota; the next claim reserves again.
+    UPDATE usage_counters u SET dms_reserved = u.dms_reserved - 1
+    FROM legs l
+    WHERE l.pr AND l.pr_unsent AND u.workspace_id = l.workspace_id
+      AND u.month = CAST(date_trunc('month', l.pr_claimed_at AT TIME ZONE 'UTC') AS date)
+      AND u.dms_reserved > 0
+    RETURNING u.month
 ),
 attempts AS (
-    UPDATE delivery_attempts a SET finished_at = now(), classification = 'ambiguous',
-        error_message = :reason
+    UPDATE delivery_attempts a SET finished_at = now(),
+        classification = CASE WHEN l.pr AND l.pr_unsent AND a.leg = 'private_reply'
+                              THEN 'retryable' ELSE 'ambiguous' END,
+        error_message = CASE WHEN l.pr AND l.pr_unsent AND a.leg = 'private_reply'
+                             THEN :unsent_reason ELSE :reason END
     FROM legs l
     WHERE a.dm_log_id = l.id AND a.finished_at IS NULL
       AND ((l.pr AND a.leg = 'private_reply') OR (l.pub AND a.leg = 'public_reply'))
     RETURNING a.id
 )
-SELECT id, pr, pub FROM legs
+SELECT id, pr AND NOT pr_unsent AS pr, pr AND pr_unsent AS resent, pub, trigger_kind,
+       pr_next_attempt_at
+FROM legs
 """
 )
 STALE_REASON = (
-    "no outcome was recorded: the worker stopped or lost its database during the send, "
-    "so the message may have been delivered"
+    "no answer was recorded: the worker stopped (or lost its database) after the request "
+    "left for Instagram, so the message may have been delivered"
 )
+UNSENT_REASON = "the worker stopped before the request left, so nothing was sent; sending it again"
 
 
 @dataclass(frozen=True, slots=True)
 class SweepResult:
-    private: list[int]
+    private: list[int]  # made UNCONFIRMED: the request may have left
     public: list[int]
+    # Private legs given back to PENDING: their request never left.
+    resent: list[int] = field(default_factory=list)
 
 
 async def sweep_stale_claims(
     conn: AsyncConnection, queue: Queue | None, *, older_than_s: float
 ) -> SweepResult:
-    """IN_FLIGHT legs older than `older_than_s` → UNCONFIRMED; inbox checks queued."""
-    rows = (await conn.execute(_SWEEP, {"older": older_than_s, "reason": STALE_REASON})).all()
+    """IN_FLIGHT legs older than `older_than_s`: a private leg whose request never left →
+    PENDING, its job enqueued; any other → UNCONFIRMED, with an inbox check for a private
+    one."""
+    params = {
+        "older": older_than_s,
+        "reason": STALE_REASON,
+        "unsent_reason": UNSENT_REASON,
+    }
+    rows = (await conn.execute(_SWEEP, params)).all()
     result = SweepResult(
-        private=[row.id for row in rows if row.pr], public=[row.id for row in rows if row.pub]
+        private=[row.id for row in rows if row.pr],
+        public=[row.id for row in rows if row.pub],
+        resent=[row.id for row in rows if row.resent],
     )
     if rows:
         logger.warning(
-            "stale-claim sweep: %d private and %d public legs made UNCONFIRMED",
+            "stale-claim sweep: %d private and %d public legs made UNCONFIRMED, "
+            "%d private legs never sent given back to PENDING",
             len(result.private),
             len(result.public),
+            len(result.resent),
         )
     if queue is not None:
         for dm_log_id in result.private:
             await enqueue_verification(queue, dm_log_id)
+        for row in rows:
+            if row.resent:
+                # Keyed by its due time: the dead worker's job may still hold `deliver:<id>`.
+                await enqueue_delivery(queue, row.id, row.pr_next_attempt_at, kind=row.trigger_kind)
     return result
 
 

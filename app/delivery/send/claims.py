@@ -10,6 +10,13 @@
   SKIPPED_DEDUP / SKIPPED_QUOTA) and inserts the `delivery_attempts` row. Of any number of
   racing workers exactly one gets IN_FLIGHT back; only that one may call Meta.
 - `claim_public_reply`: the same for the public-reply leg (no person, no quota).
+- `mark_request_sent`: the private leg's holder notes, just before each request to Meta
+  leaves, that it is about to: while `pr_requested_at` is NULL nothing can have been sent,
+  so a claim abandoned then (a worker killed, its database lost) is retried safely instead of
+  ending UNCONFIRMED. Conditional on the claim (worker and attempt number) like `record`, it
+  is also the fence against a sender the stale-claim sweep has already taken the leg from:
+  it sends only if the mark is written. It locks the row, so it and the sweep never pass
+  each other: either the sweep sees the mark, or the mark sees the leg gone.
 - Both claim only while the account can send (active, or an automatic pause that has run
   out, as `account_state.gate_for` reads it): a 368 or 190 that another job met after this
   one loaded the row stops it here. Such a refusal comes back from the same statement as
@@ -45,7 +52,9 @@ __all__ = [
     "REVEALED_ELSEWHERE",
     "claim_private_reply",
     "claim_public_reply",
+    "earlier_attempt_ambiguous",
     "load_delivery",
+    "mark_request_sent",
 ]
 
 # A job scheduled for a due time may start a moment early (SAQ schedules in whole seconds).
@@ -185,6 +194,7 @@ leg AS (
         pr_attempts = d.pr_attempts + CASE WHEN v.state = 'IN_FLIGHT' THEN 1 ELSE 0 END,
         pr_claimed_at = now(),
         pr_claimed_by = :worker,
+        pr_requested_at = NULL,
         pr_next_attempt_at = NULL,
         message_text = CASE WHEN v.state = 'IN_FLIGHT' THEN :text ELSE d.message_text END,
         message_kind = :message_kind,
@@ -301,3 +311,41 @@ async def claim_public_reply(
     if row.attempt_no is None:
         return AccountUnable(row.account_status, row.paused_until)
     return Claim(Leg.PUBLIC_REPLY, LegState.IN_FLIGHT, row.attempt_no, row.attempt_id)
+
+
+_MARK_REQUEST_SENT = text(
+    """
+UPDATE dm_logs SET pr_requested_at = now()
+WHERE id = :id AND pr_state = 'IN_FLIGHT' AND pr_claimed_by = :worker
+  AND pr_attempts = :attempt_no
+RETURNING id
+"""
+)
+
+
+async def mark_request_sent(
+    conn: AsyncConnection, *, dm_log_id: int, worker_id: str, attempt_no: int
+) -> bool:
+    """Note that the private leg's request is about to leave; False when the claim is no
+    longer this worker's (then nothing may be sent)."""
+    params = {"id": dm_log_id, "worker": worker_id, "attempt_no": attempt_no}
+    return (await conn.execute(_MARK_REQUEST_SENT, params)).first() is not None
+
+
+_EARLIER_AMBIGUOUS = text(
+    """
+SELECT EXISTS (
+    SELECT 1 FROM delivery_attempts
+    WHERE dm_log_id = :id AND leg = 'private_reply' AND classification = 'ambiguous'
+      AND id <> :attempt_id) AS ambiguous
+"""
+)
+
+
+async def earlier_attempt_ambiguous(
+    conn: AsyncConnection, *, dm_log_id: int, attempt_id: int | None
+) -> bool:
+    """Whether an earlier call of the private leg ended ambiguous: its request may have been
+    delivered. Finished attempts never change, so reading them under a held claim is safe."""
+    params = {"id": dm_log_id, "attempt_id": attempt_id or 0}
+    return bool((await conn.execute(_EARLIER_AMBIGUOUS, params)).scalar())

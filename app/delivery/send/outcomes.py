@@ -10,9 +10,12 @@
 - rejected → its final state (FAILED, SKIPPED_WINDOW_EXPIRED), the person claim freed;
 - ambiguous → UNCONFIRMED, never sent again automatically.
 
-Definite answers give the quota back; ambiguous ones keep it. A manual retry of
-an UNCONFIRMED private reply answered by 100/2534025 inside the 7-day window is Meta saying
-the first send arrived, so it is recorded as SENT with how that was learnt.
+Definite answers give the quota back; ambiguous ones keep it. A retry of a comment's private
+reply answered by 100/2534025 inside the 7-day window is Meta saying an earlier send arrived
+only if an earlier attempt was ambiguous (it may have been delivered): then it is recorded as
+SENT with how that was learnt. Otherwise nothing we sent can have arrived — Meta gives the same
+answer for a comment that is too old or cannot take a private reply — and it is FAILED with
+Meta's reason.
 """
 
 from __future__ import annotations
@@ -40,8 +43,9 @@ class AttemptContext:
     now: datetime
     deadline_at: datetime | None
     quota_month: date | None = None
-    # Set when this budget was granted by a creator's manual retry: the state it came from.
-    manual_retry_from: str | None = None
+    # An earlier attempt of this leg ended ambiguous (its request may have been delivered):
+    # only then can "already has its private reply" be our own earlier send.
+    earlier_ambiguous: bool = False
 
 
 def retry_delay(attempt_no: int, attempt_limit: int) -> timedelta:
@@ -85,14 +89,14 @@ def failure_update(
     if (
         private
         and verdict.comment_already_used
-        and ctx.manual_retry_from == LegState.UNCONFIRMED
+        and ctx.earlier_ambiguous
         and (ctx.deadline_at is None or ctx.now < ctx.deadline_at)
     ):
         evidence: dict[str, Any] = {
             "confirmed_by": "meta_already_used",
             "confirmed_at": ctx.now.isoformat(),
-            "detail": "a manual retry of the unconfirmed send was answered 100/2534025 "
-            "(comment already used) inside the 7-day window: the first send arrived",
+            "detail": "a retry was answered 100/2534025 (comment already used) inside the "
+            "7-day window after an earlier send whose answer was lost: that send arrived",
         }
         # The first send's quota was kept; this retry's reservation goes back.
         return LegUpdate(LegState.SENT, evidence=evidence, release_quota_month=quota_back)

@@ -5,7 +5,8 @@
   inserting its follow-up row — in one statement, conditional on still holding the claim
   (a claim the stale-claim sweep took over is not overwritten).
 - `start_next_call`: closes a call's attempt row and opens the next under the same claim (the
-  plain-text fallback after a rejected template).
+  plain-text fallback after a rejected template); the first call was refused, so the leg's
+  request note is cleared until the next request leaves.
 - `settle_pending`: moves still-PENDING legs to a final skip state and frees a person claim
   the row no longer needs; `postpone`: keeps PENDING legs waiting until a given time.
 - `settle_if_revealed`, `record_follow_check`: the DM flow's two extra steps (the first only
@@ -145,6 +146,12 @@ WITH done AS (
         error_message = :call_error, classification = :classification
     WHERE id = :attempt_id
     RETURNING dm_log_id, leg, attempt_no
+),
+unmarked AS (
+    UPDATE dm_logs d SET pr_requested_at = NULL
+    FROM done WHERE d.id = done.dm_log_id AND d.pr_state = 'IN_FLIGHT'
+      AND d.pr_claimed_by = :worker
+    RETURNING d.id
 )
 INSERT INTO delivery_attempts (dm_log_id, leg, attempt_no, request_kind, worker_id)
 SELECT dm_log_id, leg, attempt_no, :kind, :worker FROM done

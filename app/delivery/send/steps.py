@@ -5,12 +5,13 @@
   readable — or the legs are settled / postponed;
 - `hold_for_account`: what an account that cannot send means for the legs, whether the load
   saw it or a claim refused because of it;
-- `send_claimed`: the call(s) under a won claim — the message, then its plain-text fallback if
-  Meta refused the template itself (a second attempt row under the same claim) — then one
-  record statement, an inbox check for an UNCONFIRMED outcome, and the job of a follow-up the
-  record scheduled;
+- `send_claimed`: the call(s) under a won claim — each preceded by the note that its request
+  is leaving (`mark_request`), the message, then its plain-text fallback if Meta refused the
+  template itself (a second attempt row under the same claim) — then one record statement,
+  an inbox check for an UNCONFIRMED outcome, and the job of a follow-up the record scheduled;
 - `failure`: what a refusal means for the leg, after carrying out what it says about the
-  account (368 pause, 190 token);
+  account (368 pause, 190 token), and for a 100/2534025 whether an earlier attempt was
+  ambiguous;
 - `record`: writing the outcome, retried on a fresh connection if the database drops.
 
 A private reply goes to the comment (`recipient.comment_id`); every other row is a DM to the
@@ -35,7 +36,7 @@ from app.db.engine import autocommit
 from app.db.models import AttemptClass, InstagramAccount, Leg, LegState, TriggerKind
 from app.delivery.content.compose import Content
 from app.delivery.content.follow_ups import FollowUpPlan
-from app.delivery.send import account_state, recording
+from app.delivery.send import account_state, claims, recording
 from app.delivery.send.claims import load_delivery
 from app.delivery.send.legs import (
     MAX_PUBLIC_ATTEMPTS,
@@ -57,6 +58,9 @@ logger = logging.getLogger("oncereply.delivery")
 # Waiting on Redis (for the hourly budget) or on an account that needs reconnecting.
 REDIS_WAIT = timedelta(minutes=1)
 REAUTH_WAIT = timedelta(minutes=5)
+# What `send_claimed` answers when the request was never sent (see `mark_request`): definite,
+# so the caller gives back what it reserved for the send.
+NOT_SENT = Verdict(AttemptClass.RETRYABLE, "not sent: the claim was lost before the request left")
 # Recording an outcome after a send is retried on a fresh connection before giving up (the
 # leg then stays IN_FLIGHT and the stale-claim sweep makes it UNCONFIRMED).
 RECORD_RETRY_DELAYS = (0.2, 1.0, 3.0)
@@ -232,6 +236,8 @@ async def send_claimed(
     """Send under a won claim and record the outcome; returns the last call's verdict (None:
     sent). A follow-up the record scheduled gets its job."""
     delivery = run.delivery
+    if not await mark_request(run, claim):
+        return NOT_SENT
     verdict, message_id, latency_ms = await call_send(run, content.message)
     if verdict is not None and verdict.template_rejected and content.fallback is not None:
         # Meta refused the template itself, so nothing was delivered: plain text may follow,
@@ -244,6 +250,8 @@ async def send_claimed(
                 request_kind=content.fallback.kind,
                 worker_id=run.worker_id,
             )
+        if not await mark_request(run, claim):
+            return NOT_SENT
         verdict, message_id, latency_ms = await call_send(run, content.fallback)
     report = call_report(verdict, latency_ms)
     if verdict is None:
@@ -262,6 +270,30 @@ async def send_claimed(
             kind=TriggerKind.FOLLOW_UP,
         )
     return verdict
+
+
+async def mark_request(run: Run, claim: Claim) -> bool:
+    """Note that the request is about to leave (`claims.mark_request_sent`); False when it
+    must not: the claim was taken over, or the database cannot take the note. The leg then
+    stays as it is, and the stale-claim sweep gives a leg with no note back to PENDING."""
+    try:
+        async with autocommit(run.resources.engine) as conn:
+            marked = await claims.mark_request_sent(
+                conn,
+                dm_log_id=run.delivery.id,
+                worker_id=run.worker_id,
+                attempt_no=claim.attempt_no,
+            )
+    except (OperationalError, InterfaceError, DBAPIError) as exc:
+        logger.warning(
+            "not sending %s: could not note the request before it left: %s", run.delivery.id, exc
+        )
+        run.report.private = "not sent"
+        return False
+    if not marked:
+        logger.warning("not sending %s: the claim was no longer ours", run.delivery.id)
+        run.report.private = "claim lost"
+    return marked
 
 
 # --- outcomes ---------------------------------------------------------------------------------
@@ -286,17 +318,20 @@ async def failure(run: Run, claim: Claim, verdict: Verdict, *, private: bool) ->
             wait_until, schedule = now + REAUTH_WAIT, False
         else:
             wait_until = now + account_state.TOKEN_WAIT
-    # Only a comment's private reply can be "already used" by a first send that arrived.
-    manual = (delivery.pr_evidence or {}).get("manual_retry") if private else None
+    # Only a comment's private reply can be "already used" by an earlier send that arrived.
+    earlier_ambiguous = False
+    if private and run.is_comment and verdict.comment_already_used:
+        async with autocommit(run.resources.engine) as conn:
+            earlier_ambiguous = await claims.earlier_attempt_ambiguous(
+                conn, dm_log_id=delivery.id, attempt_id=claim.attempt_id
+            )
     ctx = AttemptContext(
         attempt_no=claim.attempt_no,
         attempt_limit=delivery.pr_attempt_limit if private else MAX_PUBLIC_ATTEMPTS,
         now=now,
         deadline_at=delivery.deadline_at,
         quota_month=claim.quota_month,
-        manual_retry_from=manual.get("from_state")
-        if isinstance(manual, dict) and run.is_comment
-        else None,
+        earlier_ambiguous=earlier_ambiguous,
     )
     update = failure_update(verdict, ctx, account_wait_until=wait_until, private=private)
     if schedule and update.state is LegState.PENDING and update.next_attempt_at is not None:

@@ -17,7 +17,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.auth.current import Viewer
 from app.delivery_log.evidence import describe_evidence
 from app.delivery_log.misses import MISS_REASONS, VERDICTS
-from app.delivery_log.queries import fetch_row, fetch_timeline, state_sentence, workspace_names
+from app.delivery_log.queries import (
+    fetch_row,
+    fetch_timeline,
+    state_sentence,
+    unconfirmed_why,
+    workspace_names,
+)
 from app.web.htmx import wants_partial
 from app.web.log.paging import HEADERS, NO_STORE
 from app.web.log.rows import row_context
@@ -54,6 +60,7 @@ async def entry(
         "row": timeline.row,
         "log": timeline.log,
         "sentence": state_sentence(timeline),
+        "unconfirmed_why": unconfirmed_why(timeline),
         "evidence": describe_evidence(timeline.log.pr_evidence),
         "verdicts": VERDICTS,
         "miss_reasons": MISS_REASONS,

@@ -36,7 +36,9 @@ async def test_a_comment_gets_exactly_one_private_reply(world: World) -> None:
     assert len(world.inbox("jane.doe")) == 1
 
 
-async def test_stale_claims_become_unconfirmed_and_get_an_inbox_check(world: World) -> None:
+async def test_stale_claims_whose_request_left_become_unconfirmed_with_an_inbox_check(
+    world: World,
+) -> None:
     from app.delivery.recovery import sweeps
     from app.delivery.recovery.inbox_check import verify_unconfirmed
     from app.delivery.send import claims
@@ -54,6 +56,10 @@ async def test_stale_claims_become_unconfirmed_and_get_an_inbox_check(world: Wor
         )
         assert claim is not None
         assert claim.won
+        # The worker noted its request as leaving, then died: Meta may have it.
+        assert await claims.mark_request_sent(
+            conn, dm_log_id=row.id, worker_id="dead-worker", attempt_no=claim.attempt_no
+        )
         fresh = await sweeps.sweep_stale_claims(conn, None, older_than_s=60)
         assert fresh.private == []
         await conn.execute(text("UPDATE dm_logs SET pr_claimed_at = now() - interval '2 minutes'"))
@@ -62,7 +68,7 @@ async def test_stale_claims_become_unconfirmed_and_get_an_inbox_check(world: Wor
     log = await world.log(row.id)
     assert log.pr_state is LegState.UNCONFIRMED
     assert log.pr_error_message
-    assert "no outcome was recorded" in log.pr_error_message
+    assert "after the request left" in log.pr_error_message
     [attempt] = await world.attempts(row.id)
     assert attempt.classification is AttemptClass.AMBIGUOUS
     assert attempt.finished_at

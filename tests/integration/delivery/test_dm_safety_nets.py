@@ -49,7 +49,9 @@ async def test_the_relay_enqueues_a_lost_dm_job_under_its_own_name(world: World)
     assert job.function == JobName.PROCESS_MESSAGE
 
 
-async def test_a_dm_left_in_flight_becomes_unconfirmed_with_an_inbox_check(world: World) -> None:
+async def test_a_dm_left_in_flight_after_its_request_is_unconfirmed_with_an_inbox_check(
+    world: World,
+) -> None:
     hooks = Hooks(world)
     row_id = await _dm_row(world, hooks, "marco_rossi")
     async with autocommit(world.resources.engine) as conn:
@@ -64,6 +66,9 @@ async def test_a_dm_left_in_flight_becomes_unconfirmed_with_an_inbox_check(world
         )
         assert claim is not None
         assert claim.won
+        assert await claims.mark_request_sent(
+            conn, dm_log_id=row_id, worker_id="dead-worker", attempt_no=claim.attempt_no
+        )
         await world.execute(
             "UPDATE dm_logs SET pr_claimed_at = now() - interval '5 minutes' WHERE id = :id",
             id=row_id,

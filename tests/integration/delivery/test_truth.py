@@ -1,0 +1,306 @@
+"""The dashboard never says SENT without evidence that this row's message arrived, and what it
+says about an unsure send is true for its cause.
+
+Three ways the promise once broke, each against the real sandbox, PostgreSQL and Redis:
+
+1. the inbox check credited a row with another row's message (same fan, same text, a second
+   send refused with nothing delivered, or never sent by a worker that died first);
+2. a retry answered 100/2534025 ("already has its private reply") was taken as proof that an
+   earlier send arrived although no earlier request of ours can have arrived;
+3. a claim whose worker died before its request left was called "Instagram accepted the
+   request but its answer was lost" (UNCONFIRMED) instead of being sent again.
+
+A worker that dies between its claim and its request is played by running the claim
+statement as that worker and nothing after it: exactly the rows it leaves behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
+
+from app.db.engine import autocommit
+from app.db.models import AttemptClass, DmLog, LegState
+from app.delivery.recovery import sweeps
+from app.delivery.recovery.inbox_check import verify_unconfirmed
+from app.delivery.send import claims
+from app.delivery.send.dispatch import deliver
+from app.delivery.send.quota import usage, usage_month
+from app.delivery_log.queries import fetch_timeline, state_sentence
+from tests.integration.delivery.conftest import World
+
+STALE_S = 60
+
+
+async def _every_comment_campaign(world: World) -> int:
+    """A campaign with "Send each person this DM only once" off: each comment gets its DM."""
+    return await world.campaign(name="Every comment", once_per_person=False)
+
+
+async def _claim_and_die(world: World, row: DmLog, *, request_left: bool = False) -> None:
+    """A worker claims the row's private reply and dies, before its request left (or just
+    after, with `request_left`); its claim is then older than the longest send."""
+    async with autocommit(world.resources.engine) as conn:
+        claim = await claims.claim_private_reply(
+            conn,
+            dm_log_id=row.id,
+            worker_id="dead-worker",
+            request_kind="text",
+            message_text=f"Hi {row.recipient_username}! Here it is:",
+            month=usage_month(),
+        )
+        assert claim is not None
+        assert claim.won
+        if request_left:
+            assert await claims.mark_request_sent(
+                conn, dm_log_id=row.id, worker_id="dead-worker", attempt_no=claim.attempt_no
+            )
+        await conn.execute(
+            text("UPDATE dm_logs SET pr_claimed_at = now() - interval '2 minutes' WHERE id = :id"),
+            {"id": row.id},
+        )
+
+
+async def _sweep(world: World) -> sweeps.SweepResult:
+    async with autocommit(world.resources.engine) as conn:
+        return await sweeps.sweep_stale_claims(conn, world.resources.queue, older_than_s=STALE_S)
+
+
+async def _recover(world: World, row_id: int) -> DmLog:
+    """Whatever the safety nets do next with the row: the inbox check for an UNCONFIRMED one,
+    a delivery run for a PENDING one."""
+    log = await world.log(row_id)
+    if log.pr_state is LegState.UNCONFIRMED:
+        await verify_unconfirmed(world.resources, row_id)
+    elif log.pr_state is LegState.PENDING:
+        await deliver(world.resources, worker_id="w-after", dm_log_id=row_id)
+    return await world.log(row_id)
+
+
+# --- 1. the inbox check cannot credit another row's message ---------------------------------
+
+
+async def test_a_refused_second_send_is_not_credited_with_the_first_rows_message(
+    world: World,
+) -> None:
+    campaign = await _every_comment_campaign(world)
+    first = await world.comment("jane.doe", campaign_id=campaign)
+    assert (await deliver(world.resources, worker_id="w", dm_log_id=first.id)).private == "SENT"
+    first_message = (await world.log(first.id)).pr_message_id
+    assert first_message
+
+    second = await world.comment("jane.doe", campaign_id=campaign)
+    world.admin.add_fault("messages", "reject", code=2, http_status=503, times=1)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=second.id)
+    assert report.private == "UNCONFIRMED", report
+    assert world.stats(second.trigger_id)["private_replies_delivered"] == 0
+    assert len(world.inbox("jane.doe")) == 1
+
+    result = await verify_unconfirmed(world.resources, second.id)
+    assert result.status == "not_found", result
+    log = await world.log(second.id)
+    assert log.pr_state is LegState.UNCONFIRMED
+    assert log.pr_message_id is None
+    assert log.pr_evidence is not None
+    detail = log.pr_evidence["inbox_check"]["detail"]
+    assert "set aside" in detail, detail
+    assert (await world.log(first.id)).pr_message_id == first_message
+
+
+async def test_a_claim_whose_worker_died_before_sending_is_not_credited_with_another_message(
+    world: World,
+) -> None:
+    campaign = await _every_comment_campaign(world)
+    first = await world.comment("jane.doe", campaign_id=campaign)
+    assert (await deliver(world.resources, worker_id="w", dm_log_id=first.id)).private == "SENT"
+    second = await world.comment("jane.doe", campaign_id=campaign)
+    await _claim_and_die(world, second)
+    await _sweep(world)
+
+    log = await _recover(world, second.id)
+    delivered = world.stats(second.trigger_id)["private_replies_delivered"]
+    if log.pr_state is LegState.SENT:
+        assert delivered == 1, "SENT, but the sandbox delivered nothing for this comment"
+        assert log.pr_message_id != (await world.log(first.id)).pr_message_id
+    assert log.pr_state is LegState.SENT, log.pr_state
+    assert len(world.inbox("jane.doe")) == 2
+
+
+async def test_one_message_confirms_at_most_one_row(world: World) -> None:
+    """Two unsure sends to the same fan with the same text, one of which was delivered: the
+    two inbox checks, racing, credit that one message to one row only."""
+    campaign = await _every_comment_campaign(world)
+    rows = [await world.comment("jane.doe", campaign_id=campaign) for _ in range(2)]
+    world.admin.add_fault("messages", "deliver_then_error", code=1, times=1)
+    world.admin.add_fault("messages", "reject", code=2, http_status=503, times=1)
+    reports = await asyncio.gather(
+        *(deliver(world.resources, worker_id=f"w{i}", dm_log_id=r.id) for i, r in enumerate(rows))
+    )
+    assert [r.private for r in reports] == ["UNCONFIRMED", "UNCONFIRMED"], reports
+    [message] = world.inbox("jane.doe")
+
+    await asyncio.gather(*(verify_unconfirmed(world.resources, r.id) for r in rows))
+    logs = [await world.log(r.id) for r in rows]
+    sent = [log for log in logs if log.pr_state is LegState.SENT]
+    assert len(sent) == 1, [log.pr_state for log in logs]
+    assert sent[0].pr_message_id == message["mid"]
+
+    # The key, not a lookup: no statement can give a second row the same message id.
+    other = next(log for log in logs if log.pr_state is not LegState.SENT)
+    with pytest.raises(IntegrityError):
+        await world.execute(
+            "UPDATE dm_logs SET pr_message_id = :mid WHERE id = :id",
+            mid=message["mid"],
+            id=other.id,
+        )
+
+
+# --- 2. "already has its private reply" proves nothing without an ambiguous attempt --------
+
+
+async def test_2534025_after_a_claim_that_never_sent_is_failed_with_metas_reason(
+    world: World,
+) -> None:
+    row = await world.comment("jane.doe")
+    await _claim_and_die(world, row)
+    await _sweep(world)
+    if (await world.log(row.id)).pr_state is LegState.UNCONFIRMED:
+        # What a creator would do with it: confirm the retry.
+        await world.retry(row.id, confirm=True)
+    # Meta answers the same code for a comment that is too old or ineligible.
+    world.admin.add_fault("messages", "reject", code=100, subcode=2534025, times=1)
+    await deliver(world.resources, worker_id="w", dm_log_id=row.id)
+
+    log = await world.log(row.id)
+    assert world.stats(row.trigger_id)["private_replies_delivered"] == 0
+    assert log.pr_state is LegState.FAILED, log.pr_state
+    assert (log.pr_error_code, log.pr_error_subcode) == (100, 2534025)
+    assert log.pr_error_message
+    assert "already used" in log.pr_error_message
+    assert "confirmed_by" not in (log.pr_evidence or {})
+
+
+async def test_2534025_after_an_ambiguous_attempt_is_proof_even_after_a_failed_retry(
+    world: World,
+) -> None:
+    """An ambiguous first send, then a creator's retry that is rate limited to FAILED, then a
+    second retry answered 2534025: the first send is what used the comment's reply."""
+    row = await world.comment("jane.doe")
+    world.admin.add_fault("messages", "deliver_then_error", code=1, times=1)
+    assert (await deliver(world.resources, worker_id="w", dm_log_id=row.id)).private == (
+        "UNCONFIRMED"
+    )
+    await world.retry(row.id, confirm=True)
+    limited = world.admin.add_fault("messages", "reject", code=4)
+    for _ in range(3):
+        await deliver(world.resources, worker_id="w", dm_log_id=row.id)
+        await world.execute(
+            "UPDATE dm_logs SET pr_next_attempt_at = now() WHERE id = :id", id=row.id
+        )
+    assert (await world.log(row.id)).pr_state is LegState.FAILED
+    world.admin.remove_fault(limited["id"])
+    await world.retry(row.id, confirm=False)
+    assert (await deliver(world.resources, worker_id="w", dm_log_id=row.id)).private == "SENT"
+    log = await world.log(row.id)
+    assert log.pr_evidence is not None
+    assert log.pr_evidence["confirmed_by"] == "meta_already_used"
+    assert len(world.inbox("jane.doe")) == 1
+
+
+# --- 3. a claim abandoned before its request is retried, and said to be -------------------
+
+
+async def test_a_claim_abandoned_before_its_request_is_sent_again_and_said_to_be(
+    world: World,
+) -> None:
+    row = await world.comment("jane.doe")
+    quota_before = await _reserved(world)
+    await _claim_and_die(world, row)
+    swept = await _sweep(world)
+
+    log = await world.log(row.id)
+    assert log.pr_state is LegState.PENDING, log.pr_state
+    assert log.pr_error_message
+    assert "before the request left" in log.pr_error_message
+    assert "nothing was sent" in log.pr_error_message
+    async with world.resources.sessionmaker() as session:
+        timeline = await fetch_timeline(session, world.workspace_id, row.id)
+    assert timeline is not None
+    assert "may already have sent" not in state_sentence(timeline)
+    [attempt] = await world.attempts(row.id)
+    assert attempt.classification is AttemptClass.RETRYABLE
+    assert attempt.finished_at is not None
+    # Nothing was sent, so the quota reservation went back; the job is already queued.
+    assert await _reserved(world) == quota_before
+    assert swept.resent == [row.id]
+    assert await world.resources.queue.job(f"deliver:{row.id}:{_epoch(log)}") is not None
+
+    assert (await deliver(world.resources, worker_id="w", dm_log_id=row.id)).private == "SENT"
+    log = await world.log(row.id)
+    assert log.pr_attempts == 2
+    assert log.pr_attempt_limit == 4, "the abandoned claim does not use up the budget"
+    assert len(world.inbox("jane.doe")) == 1
+    assert await _reserved(world) == quota_before + 1
+
+
+async def test_a_worker_that_died_after_its_request_left_is_unconfirmed_saying_so(
+    world: World,
+) -> None:
+    row = await world.comment("jane.doe")
+    await _claim_and_die(world, row, request_left=True)
+    swept = await _sweep(world)
+    assert swept.private == [row.id]
+    log = await world.log(row.id)
+    assert log.pr_state is LegState.UNCONFIRMED
+    assert log.pr_error_message
+    assert "after the request left" in log.pr_error_message
+    [attempt] = await world.attempts(row.id)
+    assert attempt.classification is AttemptClass.AMBIGUOUS
+    assert await world.resources.queue.job(f"verify:{row.id}") is not None
+    # Nothing arrived, and the check says so without crediting anything.
+    assert (await verify_unconfirmed(world.resources, row.id)).status == "not_found"
+    assert (await deliver(world.resources, worker_id="w", dm_log_id=row.id)).private is None
+    assert world.stats(row.trigger_id)["send_requests"] == 0
+
+
+async def test_a_sender_whose_claim_was_swept_does_not_send(world: World) -> None:
+    """The note before the request is the fence: once the sweep gave the leg back, the late
+    holder of the old claim may not send, even under the same worker id."""
+    row = await world.comment("jane.doe")
+    await _claim_and_die(world, row)
+    await _sweep(world)
+    async with autocommit(world.resources.engine) as conn:
+        late = await claims.mark_request_sent(
+            conn, dm_log_id=row.id, worker_id="dead-worker", attempt_no=1
+        )
+        assert not late
+        claim = await claims.claim_private_reply(
+            conn,
+            dm_log_id=row.id,
+            worker_id="dead-worker",
+            request_kind="text",
+            message_text="Hi jane.doe! Here it is:",
+            month=usage_month(),
+        )
+        assert claim is not None
+        assert claim.attempt_no == 2
+        assert not await claims.mark_request_sent(
+            conn, dm_log_id=row.id, worker_id="dead-worker", attempt_no=1
+        )
+        assert await claims.mark_request_sent(
+            conn, dm_log_id=row.id, worker_id="dead-worker", attempt_no=2
+        )
+
+
+async def _reserved(world: World) -> int:
+    async with autocommit(world.resources.engine) as conn:
+        return (await usage(conn, world.workspace_id)).reserved
+
+
+def _epoch(log: DmLog) -> int:
+    assert log.pr_next_attempt_at is not None
+    return math.ceil(log.pr_next_attempt_at.timestamp())
