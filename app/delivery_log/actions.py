@@ -21,6 +21,8 @@ from app.delivery.recovery.manual_retry import RetryStatus, mark_retry
 from app.delivery.send.scheduling import enqueue_delivery, enqueue_verification
 
 MAX_BULK_RETRY = 100
+# What "Retry selected" with no row ticked tells the creator.
+NOTHING_SELECTED = "Tick the box at the start of each row to retry, then press Retry selected."
 
 _REQUEST_CHECK = text(
     """

@@ -648,3 +648,19 @@ async def test_pager_links_push_the_url_of_the_page_shown(
     assert _row_ids(back_to_first.text) == _row_ids(first.text)
     assert "Live: new deliveries appear here" in back_to_first.text
     assert "An older page" in second.text
+
+
+async def test_retry_selected_with_nothing_ticked_goes_back_to_the_log_and_says_why(
+    resources: Resources, owner: Creator
+) -> None:
+    await add_log(resources, owner, state=LegState.FAILED)
+    page = await owner.client.get("/log?state=FAILED", headers=HTML)
+    form = {**tokens(page.text, "/log/retry"), "back": "/log?state=FAILED"}
+    answer = await owner.client.post("/log/retry", data=form, headers=HTML, follow_redirects=False)
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/log?state=FAILED&retried=none"
+    shown = await owner.client.get(answer.headers["location"], headers=HTML)
+    assert shown.status_code == 200
+    assert "Nothing was retried. Tick the box at the start of each row" in shown.text
+    assert 'id="log-rows"' in shown.text
+    assert await _jobs(resources) == 0

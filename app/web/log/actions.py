@@ -23,6 +23,7 @@ from app.db.bounds import parse_id
 from app.delivery.recovery.manual_retry import RetryStatus, mark_retry
 from app.delivery.send.scheduling import enqueue_delivery
 from app.delivery_log.actions import (
+    NOTHING_SELECTED,
     enqueue_inbox_check,
     enqueue_retries,
     mark_bulk_retry,
@@ -93,9 +94,11 @@ async def bulk_retry(
     ids = [i for i in found if i is not None]
     back = safe_next(str(form.get("back") or "/log"))
     if not ids:
-        return notice_response(
-            request, 422, "Nothing selected", "Tick the failed rows to retry first."
-        )
+        if wants_partial(request):
+            return notice_response(request, 422, "Nothing selected", NOTHING_SELECTED)
+        # A plain form post goes back to the log it came from, which says what to do.
+        joiner = "&" if "?" in back else "?"
+        return redirect(request, f"{back}{joiner}retried=none")
     queued: dict[int, datetime | None] = {}
 
     async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.current import Viewer
 from app.db.models import LegState
+from app.delivery_log.actions import NOTHING_SELECTED
 from app.delivery_log.filters import SKIPPED, LiveWindow, LogFilter
 from app.delivery_log.queries import (
     fetch_changed,
@@ -60,6 +61,7 @@ async def log_table(
             if retried and retried.isdigit()
             else None
         ),
+        "warning": f"Nothing was retried. {NOTHING_SELECTED}" if retried == "none" else None,
     }
     return page_or_results(request, context, full="log/index.html", partial="log/_results.html")
 
