@@ -187,6 +187,10 @@ def test_every_page_fits_a_laptop_and_a_phone(  # noqa: PLR0917 - fixtures
         member.goto(link)
         problems += check_fits(member, "invite", artifacts_dir)
         _join_with_a_new_account(member, link, base_url)
+        # A member sees the post the campaign watches, not a request to choose an account.
+        member.goto(f"/campaigns/{campaign_id}")
+        expect(member.locator("#media-picker .media-item input:checked")).to_have_count(1)
+        expect(member.locator("[data-media-problem]")).to_have_count(0)
         for name, path in {
             "campaign": f"/campaigns/{campaign_id}",
             "log": "/log",

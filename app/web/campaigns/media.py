@@ -36,6 +36,10 @@ async def media(
     media_account: FromQuery[int | None] = None,
     after: FromQuery[str | None] = None,
 ) -> Template:
+    if account_id is None:
+        # A read-only editor's account field is disabled, so the browser does not send it:
+        # show the posts of the account the campaign is on.
+        account_id = media_account
     account = await get_account(db_session, viewer.workspace_id, account_id) if account_id else None
     if media_account is not None and media_account != account_id:
         media_id = media_caption = None  # that post belongs to the previously chosen account
