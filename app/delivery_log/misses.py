@@ -1,4 +1,5 @@
-"""The misses view: comments in the ledger that triggered nothing, and why.
+"""The misses view: comments in the ledger that triggered nothing, and why; the account's own
+comments only when the reason filter asks for them.
 
 The ledger (`comments`) is keyed by account, not workspace, so a page is one `UNION ALL` of
 a newest-first read per account of the workspace, each walking the partial index
@@ -95,6 +96,10 @@ def _conditions(f: MissFilter) -> list[ColumnElement[bool]]:
     where: list[ColumnElement[bool]] = [Comment.outcome == CommentOutcome.MISSED]
     if f.reason is not None:
         where.append(Comment.miss_reason == f.reason)
+    else:
+        # The creator's own comments (their public replies, mostly) are no missed fan: shown
+        # only when asked for by their reason.
+        where.append(Comment.miss_reason.is_distinct_from(MissReason.OWN_COMMENT))
     return where + common_conditions(
         f, created_at=Comment.created_at, username=Comment.commenter_username, text=Comment.text
     )

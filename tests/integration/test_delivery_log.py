@@ -349,6 +349,14 @@ async def test_misses_are_searchable_and_filterable(
         created_at=base + timedelta(seconds=1),
     )
     await add_comment(resources, owner.account_id, text="RECIPE", created_at=base)  # matched
+    own = await add_comment(
+        resources,
+        owner.account_id,
+        text="Sent you a DM!",
+        username="sunny.bakes",
+        missed=MissReason.OWN_COMMENT,
+        created_at=base + timedelta(seconds=2),
+    )
     await add_comment(
         resources, other.account_id, text="secret", username="x", missed=MissReason.NO_KEYWORD
     )
@@ -358,6 +366,10 @@ async def test_misses_are_searchable_and_filterable(
     assert "No keyword of an active campaign" in page.text
     assert "secret" not in page.text
     assert "no keyword in the comment" in page.text  # the considered campaign's verdict
+    # The account's own comments (its public replies) are listed only when asked for.
+    assert "Your own comments" in page.text
+    mine = await owner.client.get("/log/misses?reason=own_comment", headers=HTMX)
+    assert re.findall(r'<tr id="miss-(\d+)"', mine.text) == [str(own)]
     reason = await owner.client.get("/log/misses?reason=excluded_keyword", headers=HTMX)
     assert re.findall(r'<tr id="miss-(\d+)"', reason.text) == [str(excluded)]
     search = await owner.client.get("/log/misses?q=%40zoe", headers=HTMX)
