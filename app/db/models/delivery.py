@@ -220,6 +220,8 @@ class DmLog(Base):
     pub_next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pub_claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pub_claimed_by: Mapped[str | None] = mapped_column(String(100))
+    # The public leg's request note, as `pr_requested_at` is the private leg's.
+    pub_requested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pub_sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pub_reply_id: Mapped[str | None] = mapped_column(String(64))
     pub_text: Mapped[str | None] = mapped_column(Text)

@@ -5,8 +5,10 @@
   worker that died or lost its database. A private leg whose holder never noted its request
   as leaving (`pr_requested_at` NULL, see `app.delivery.send.claims.mark_request_sent`) sent
   nothing: it goes back to PENDING, due now, its job enqueued, the quota reservation given
-  back and the attempt not counted against its budget. Any other may have been delivered, so
-  it becomes UNCONFIRMED, never PENDING, and a private one gets an inbox check.
+  back and the attempt not counted against its budget. A public leg without its note
+  (`pub_requested_at`) goes back to PENDING too, its attempt counted (FAILED once its three
+  are used). Any other may have been delivered, so it becomes UNCONFIRMED, never PENDING,
+  and a private one gets an inbox check.
 - Due-work relay: PENDING legs whose time has come but that no job is handling (a lost
   enqueue, Redis down, a worker killed with jobs in hand, an account back from a pause) are
   enqueued again under the key a waiting job would have, so nothing piles up. Before that it
@@ -28,6 +30,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.delivery.send.account_state import resume_expired_pauses
+from app.delivery.send.legs import MAX_PUBLIC_ATTEMPTS
 from app.delivery.send.scheduling import enqueue_delivery, enqueue_verification
 
 logger = logging.getLogger("oncereply.delivery")
@@ -43,14 +46,16 @@ def stale_after_s(send_timeout_s: float) -> float:
 
 
 _SWEEP = text(
-    """
+    f"""
 WITH stale AS (
     SELECT id, workspace_id, trigger_kind, pr_claimed_at,
            (pr_state = 'IN_FLIGHT' AND pr_claimed_at < now() - make_interval(secs => :older))
                AS pr,
            pr_requested_at IS NULL AS pr_unsent,
            (pub_state = 'IN_FLIGHT' AND pub_claimed_at < now() - make_interval(secs => :older))
-               AS pub
+               AS pub,
+           pub_requested_at IS NULL AS pub_unsent,
+           pub_attempts < {MAX_PUBLIC_ATTEMPTS} AS pub_budget_left
     FROM dm_logs
     WHERE (pr_state = 'IN_FLIGHT' AND pr_claimed_at < now() - make_interval(secs => :older))
        OR (pub_state = 'IN_FLIGHT' AND pub_claimed_at < now() - make_interval(secs => :older))
@@ -67,12 +72,21 @@ legs AS (
         pr_attempt_limit = d.pr_attempt_limit + CASE WHEN s.pr AND s.pr_unsent THEN 1 ELSE 0 END,
         pr_next_attempt_at = CASE WHEN s.pr AND s.pr_unsent THEN now()
                                   ELSE d.pr_next_attempt_at END,
-        pub_state = CASE WHEN s.pub THEN 'UNCONFIRMED' ELSE d.pub_state END,
-        pub_error_message = CASE WHEN s.pub THEN :reason ELSE d.pub_error_message END,
+        -- The public leg has a fixed budget: an abandoned claim counts, and the last one ends
+        -- it FAILED (nothing was posted, nothing is left to try).
+        pub_state = CASE WHEN s.pub AND s.pub_unsent AND s.pub_budget_left THEN 'PENDING'
+                         WHEN s.pub AND s.pub_unsent THEN 'FAILED'
+                         WHEN s.pub THEN 'UNCONFIRMED' ELSE d.pub_state END,
+        pub_error_message = CASE
+            WHEN s.pub AND s.pub_unsent AND s.pub_budget_left THEN :pub_unsent_reason
+            WHEN s.pub AND s.pub_unsent THEN :pub_gave_up_reason
+            WHEN s.pub THEN :pub_reason ELSE d.pub_error_message END,
+        pub_next_attempt_at = CASE WHEN s.pub AND s.pub_unsent AND s.pub_budget_left THEN now()
+                                   ELSE d.pub_next_attempt_at END,
         updated_at = now()
     FROM stale s WHERE d.id = s.id
-    RETURNING d.id, s.pr, s.pr_unsent, s.pub, s.trigger_kind, s.workspace_id, s.pr_claimed_at,
-              d.pr_next_attempt_at
+    RETURNING d.id, s.pr, s.pr_unsent, s.pub, s.pub_unsent, s.pub_budget_left, s.trigger_kind,
+              s.workspace_id, s.pr_claimed_at, d.pr_next_attempt_at, d.pub_next_attempt_at
 ),
 quota AS (
     -- The claim reserved a DM of its month's quota; the next claim reserves again.
@@ -85,47 +99,65 @@ quota AS (
 ),
 attempts AS (
     UPDATE delivery_attempts a SET finished_at = now(),
-        classification = CASE WHEN l.pr AND l.pr_unsent AND a.leg = 'private_reply'
-                              THEN 'retryable' ELSE 'ambiguous' END,
-        error_message = CASE WHEN l.pr AND l.pr_unsent AND a.leg = 'private_reply'
-                             THEN :unsent_reason ELSE :reason END
+        classification = CASE
+            WHEN a.leg = 'private_reply' AND l.pr_unsent THEN 'retryable'
+            WHEN a.leg = 'public_reply' AND l.pub_unsent THEN 'retryable'
+            ELSE 'ambiguous' END,
+        error_message = CASE
+            WHEN a.leg = 'private_reply' AND l.pr_unsent THEN :unsent_reason
+            WHEN a.leg = 'private_reply' THEN :reason
+            WHEN l.pub_unsent THEN :pub_unsent_reason
+            ELSE :pub_reason END
     FROM legs l
     WHERE a.dm_log_id = l.id AND a.finished_at IS NULL
       AND ((l.pr AND a.leg = 'private_reply') OR (l.pub AND a.leg = 'public_reply'))
     RETURNING a.id
 )
-SELECT id, pr AND NOT pr_unsent AS pr, pr AND pr_unsent AS resent, pub, trigger_kind,
-       pr_next_attempt_at
+SELECT id, pr AND NOT pr_unsent AS pr, pub AND NOT pub_unsent AS pub,
+       (pr AND pr_unsent) OR (pub AND pub_unsent AND pub_budget_left) AS resent,
+       trigger_kind, LEAST(CASE WHEN pr AND pr_unsent THEN pr_next_attempt_at END,
+                           CASE WHEN pub AND pub_unsent THEN pub_next_attempt_at END) AS due
 FROM legs
-"""
+"""  # noqa: S608 - composed from module constants; every value is a bound parameter
 )
-STALE_REASON = (
-    "no answer was recorded: the worker stopped (or lost its database) after the request "
-    "left for Instagram, so the message may have been delivered"
-)
-UNSENT_REASON = "the worker stopped before the request left, so nothing was sent; sending it again"
+_REASONS = {
+    "reason": (
+        "no answer was recorded: the worker stopped (or lost its database) after the request "
+        "left for Instagram, so the message may have been delivered"
+    ),
+    "unsent_reason": (
+        "the worker stopped before the request left, so nothing was sent; sending it again"
+    ),
+    "pub_reason": (
+        "no answer was recorded: the worker stopped (or lost its database) after the reply "
+        "left for Instagram, so it may have been posted"
+    ),
+    "pub_unsent_reason": (
+        "the worker stopped before the reply left, so nothing was posted; posting it again"
+    ),
+    "pub_gave_up_reason": (
+        f"gave up after {MAX_PUBLIC_ATTEMPTS} attempts: the last stopped before the reply "
+        "left, so nothing was posted"
+    ),
+}
+STALE_REASON = _REASONS["reason"]
+UNSENT_REASON = _REASONS["unsent_reason"]
 
 
 @dataclass(frozen=True, slots=True)
 class SweepResult:
     private: list[int]  # made UNCONFIRMED: the request may have left
     public: list[int]
-    # Private legs given back to PENDING: their request never left.
+    # Rows with a leg given back to PENDING (its request never left), their job enqueued.
     resent: list[int] = field(default_factory=list)
 
 
 async def sweep_stale_claims(
     conn: AsyncConnection, queue: Queue | None, *, older_than_s: float
 ) -> SweepResult:
-    """IN_FLIGHT legs older than `older_than_s`: a private leg whose request never left →
-    PENDING, its job enqueued; any other → UNCONFIRMED, with an inbox check for a private
-    one."""
-    params = {
-        "older": older_than_s,
-        "reason": STALE_REASON,
-        "unsent_reason": UNSENT_REASON,
-    }
-    rows = (await conn.execute(_SWEEP, params)).all()
+    """IN_FLIGHT legs older than `older_than_s`: one whose request never left → PENDING, its
+    job enqueued; any other → UNCONFIRMED, with an inbox check for a private one."""
+    rows = (await conn.execute(_SWEEP, {"older": older_than_s, **_REASONS})).all()
     result = SweepResult(
         private=[row.id for row in rows if row.pr],
         public=[row.id for row in rows if row.pub],
@@ -134,7 +166,7 @@ async def sweep_stale_claims(
     if rows:
         logger.warning(
             "stale-claim sweep: %d private and %d public legs made UNCONFIRMED, "
-            "%d private legs never sent given back to PENDING",
+            "%d rows with a leg never sent given back to PENDING",
             len(result.private),
             len(result.public),
             len(result.resent),
@@ -145,7 +177,7 @@ async def sweep_stale_claims(
         for row in rows:
             if row.resent:
                 # Keyed by its due time: the dead worker's job may still hold `deliver:<id>`.
-                await enqueue_delivery(queue, row.id, row.pr_next_attempt_at, kind=row.trigger_kind)
+                await enqueue_delivery(queue, row.id, row.due, kind=row.trigger_kind)
     return result
 
 

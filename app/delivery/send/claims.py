@@ -10,17 +10,17 @@
   SKIPPED_DEDUP / SKIPPED_QUOTA) and inserts the `delivery_attempts` row. Of any number of
   racing workers exactly one gets IN_FLIGHT back; only that one may call Meta.
 - `claim_public_reply`: the same for the public-reply leg (no person, no quota).
-- `mark_request_sent`: the private leg's holder notes, just before each request to Meta
-  leaves, that it is about to: while `pr_requested_at` is NULL nothing can have been sent,
+- Both claim only while the account can send (active, or an automatic pause that has run
+  out, as `account_state.gate_for` reads it): a 368 or 190 that another job met after this
+  one loaded the row stops it here. Such a refusal comes back from the same statement as
+  `AccountUnable`, so the caller can keep the work waiting without another query.
+- `mark_request_sent`: a leg's holder notes, just before each request to Meta leaves, that it
+  is about to: while `pr_requested_at` (`pub_requested_at`) is NULL nothing can have been sent,
   so a claim abandoned then (a worker killed, its database lost) is retried safely instead of
   ending UNCONFIRMED. Conditional on the claim (worker and attempt number) like `record`, it
   is also the fence against a sender the stale-claim sweep has already taken the leg from:
   it sends only if the mark is written. It locks the row, so it and the sweep never pass
   each other: either the sweep sees the mark, or the mark sees the leg gone.
-- Both claim only while the account can send (active, or an automatic pause that has run
-  out, as `account_state.gate_for` reads it): a 368 or 190 that another job met after this
-  one loaded the row stops it here. Such a refusal comes back from the same statement as
-  `AccountUnable`, so the caller can keep the work waiting without another query.
 
 They run on autocommit connections (`app.db.engine.autocommit`): every statement is its own
 transaction, so a delivery costs one round trip per statement and no BEGIN/COMMIT. What
@@ -275,6 +275,7 @@ WITH leg AS (
         pub_attempts = d.pub_attempts + 1,
         pub_claimed_at = now(),
         pub_claimed_by = :worker,
+        pub_requested_at = NULL,
         pub_next_attempt_at = NULL,
         pub_text = :text,
         updated_at = now()
@@ -313,23 +314,31 @@ async def claim_public_reply(
     return Claim(Leg.PUBLIC_REPLY, LegState.IN_FLIGHT, row.attempt_no, row.attempt_id)
 
 
-_MARK_REQUEST_SENT = text(
-    """
-UPDATE dm_logs SET pr_requested_at = now()
-WHERE id = :id AND pr_state = 'IN_FLIGHT' AND pr_claimed_by = :worker
-  AND pr_attempts = :attempt_no
+def _mark_sql(leg: Leg) -> str:
+    p = "pr" if leg is Leg.PRIVATE_REPLY else "pub"
+    return f"""
+UPDATE dm_logs SET {p}_requested_at = now()
+WHERE id = :id AND {p}_state = 'IN_FLIGHT' AND {p}_claimed_by = :worker
+  AND {p}_attempts = :attempt_no
 RETURNING id
-"""
-)
+"""  # noqa: S608 - column names from the Leg enum; every value is a bound parameter
+
+
+_MARK_REQUEST_SENT = {leg: text(_mark_sql(leg)) for leg in Leg}
 
 
 async def mark_request_sent(
-    conn: AsyncConnection, *, dm_log_id: int, worker_id: str, attempt_no: int
+    conn: AsyncConnection,
+    *,
+    dm_log_id: int,
+    worker_id: str,
+    attempt_no: int,
+    leg: Leg = Leg.PRIVATE_REPLY,
 ) -> bool:
-    """Note that the private leg's request is about to leave; False when the claim is no
-    longer this worker's (then nothing may be sent)."""
+    """Note that the leg's request is about to leave; False when the claim is no longer this
+    worker's (then nothing may be sent)."""
     params = {"id": dm_log_id, "worker": worker_id, "attempt_no": attempt_no}
-    return (await conn.execute(_MARK_REQUEST_SENT, params)).first() is not None
+    return (await conn.execute(_MARK_REQUEST_SENT[leg], params)).first() is not None
 
 
 _EARLIER_AMBIGUOUS = text(

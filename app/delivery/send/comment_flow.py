@@ -47,6 +47,7 @@ from app.delivery.send.steps import (
     elapsed_ms,
     failure,
     hold_for_account,
+    mark_request,
     record,
     send_claimed,
 )
@@ -129,6 +130,8 @@ async def _public_leg(run: Run) -> bool:
             return True
     if claim is None:
         run.report.public = "not claimed"
+        return False
+    if not await mark_request(run, claim):
         return False
     started = time.perf_counter()
     verdict: Verdict | None = None

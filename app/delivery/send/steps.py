@@ -273,9 +273,11 @@ async def send_claimed(
 
 
 async def mark_request(run: Run, claim: Claim) -> bool:
-    """Note that the request is about to leave (`claims.mark_request_sent`); False when it
-    must not: the claim was taken over, or the database cannot take the note. The leg then
-    stays as it is, and the stale-claim sweep gives a leg with no note back to PENDING."""
+    """Note that the claimed leg's request is about to leave (`claims.mark_request_sent`);
+    False when it must not: the claim was taken over, or the database cannot take the note.
+    The leg then stays as it is, and the stale-claim sweep gives a leg with no note back to
+    PENDING."""
+    leg_name = "private" if claim.leg is Leg.PRIVATE_REPLY else "public"
     try:
         async with autocommit(run.resources.engine) as conn:
             marked = await claims.mark_request_sent(
@@ -283,16 +285,22 @@ async def mark_request(run: Run, claim: Claim) -> bool:
                 dm_log_id=run.delivery.id,
                 worker_id=run.worker_id,
                 attempt_no=claim.attempt_no,
+                leg=claim.leg,
             )
     except (OperationalError, InterfaceError, DBAPIError) as exc:
         logger.warning(
-            "not sending %s: could not note the request before it left: %s", run.delivery.id, exc
+            "not sending the %s leg of %s: could not note the request before it left: %s",
+            leg_name,
+            run.delivery.id,
+            exc,
         )
-        run.report.private = "not sent"
+        setattr(run.report, leg_name, "not sent")
         return False
     if not marked:
-        logger.warning("not sending %s: the claim was no longer ours", run.delivery.id)
-        run.report.private = "claim lost"
+        logger.warning(
+            "not sending the %s leg of %s: the claim was no longer ours", leg_name, run.delivery.id
+        )
+        setattr(run.report, leg_name, "claim lost")
     return marked
 
 

@@ -24,11 +24,12 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
 from app.db.engine import autocommit
-from app.db.models import AttemptClass, DmLog, LegState
+from app.db.models import AttemptClass, DmLog, Leg, LegState
 from app.delivery.recovery import sweeps
 from app.delivery.recovery.inbox_check import verify_unconfirmed
 from app.delivery.send import claims
 from app.delivery.send.dispatch import deliver
+from app.delivery.send.legs import Claim
 from app.delivery.send.quota import usage, usage_month
 from app.delivery_log.queries import fetch_timeline, state_sentence
 from tests.integration.delivery.conftest import World
@@ -294,6 +295,59 @@ async def test_a_sender_whose_claim_was_swept_does_not_send(world: World) -> Non
         assert await claims.mark_request_sent(
             conn, dm_log_id=row.id, worker_id="dead-worker", attempt_no=2
         )
+
+
+async def _public_claim_and_die(world: World, row: DmLog, *, request_left: bool) -> None:
+    async with autocommit(world.resources.engine) as conn:
+        claim = await claims.claim_public_reply(
+            conn, dm_log_id=row.id, worker_id="dead-worker", reply_text="Check your DMs"
+        )
+        assert isinstance(claim, Claim)
+        if request_left:
+            assert await claims.mark_request_sent(
+                conn,
+                dm_log_id=row.id,
+                worker_id="dead-worker",
+                attempt_no=claim.attempt_no,
+                leg=Leg.PUBLIC_REPLY,
+            )
+        await conn.execute(
+            text("UPDATE dm_logs SET pub_claimed_at = now() - interval '2 minutes' WHERE id = :id"),
+            {"id": row.id},
+        )
+
+
+async def test_a_public_reply_abandoned_before_it_left_is_posted_again(world: World) -> None:
+    campaign = await world.campaign(
+        name="Public first", public_reply_enabled=True, public_replies=["Check your DMs"]
+    )
+    row = await world.comment("jane.doe", campaign_id=campaign, public=True)
+    await _public_claim_and_die(world, row, request_left=False)
+    swept = await _sweep(world)
+    assert (swept.public, swept.resent) == ([], [row.id])
+    log = await world.log(row.id)
+    assert log.pub_state is LegState.PENDING
+    assert log.pub_error_message
+    assert "nothing was posted" in log.pub_error_message
+    report = await deliver(world.resources, worker_id="w", dm_log_id=row.id)
+    assert (report.public, report.private) == ("SENT", "SENT")
+    assert len(world.admin.requests(endpoint="replies")) == 1
+
+
+async def test_a_public_reply_whose_worker_died_after_it_left_is_unconfirmed(
+    world: World,
+) -> None:
+    campaign = await world.campaign(
+        name="Public first", public_reply_enabled=True, public_replies=["Check your DMs"]
+    )
+    row = await world.comment("jane.doe", campaign_id=campaign, public=True)
+    await _public_claim_and_die(world, row, request_left=True)
+    swept = await _sweep(world)
+    assert (swept.public, swept.resent) == ([row.id], [])
+    log = await world.log(row.id)
+    assert log.pub_state is LegState.UNCONFIRMED
+    assert log.pub_error_message
+    assert "after the reply left" in log.pub_error_message
 
 
 async def _reserved(world: World) -> int:
