@@ -161,7 +161,7 @@ bench-deliver: install services ## delivery benchmark: N comments through one wo
 bench-liveness: install services ## SIGKILL a worker holding a job: seconds to "no worker" and to the job re-run (JSON)
 	@$(RUN) python -m bench.liveness $(if $(SMOKE),--smoke,)
 
-chaos: install services ## random faults + a worker SIGKILL; fails on any duplicate or lost DM (JSON)
+chaos: install services ## 10,000 comments via webhooks under faults, kills, Redis + PG restarts (JSON)
 	@$(RUN) python -m bench.chaos $(if $(SMOKE),--smoke,)
 
 clean: ## remove caches and test output
