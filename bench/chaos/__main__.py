@@ -31,7 +31,7 @@ def main() -> int:
         size = dataclasses.replace(size, comments=args.n)
     seed_value = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     result = run(size, seed_value)
-    if result["ok"]:
+    if "logs" not in result:
         shutil.rmtree(logs_folder(), ignore_errors=True)
     print(json.dumps(result, indent=2, default=str))
     return 0 if result["ok"] else 1

@@ -409,9 +409,10 @@ def report(stack: Stack, drive: Drive, ending: str, rules: list[dict[str, Any]])
         "timeline": drive.timeline.entries,
         "examples": verdict["examples"],
     }
-    if not result["ok"]:
+    if not result["ok"] or verdict["unconfirmed_unchecked"]:
         result["logs"] = str(logs_folder())
-        result["explained"] = explain(stack.database_url, admin, verdict["examples"])
+        examples = {**verdict["examples"], "unconfirmed_unchecked": verdict["unchecked_examples"]}
+        result["explained"] = explain(stack.database_url, admin, examples)
     return result
 
 

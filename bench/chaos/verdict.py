@@ -54,7 +54,8 @@ def judge(observed: Observed) -> dict[str, Any]:
         "false_sent": [],
         "failed_delivered": [],
     }
-    unconfirmed = unconfirmed_delivered = unconfirmed_unchecked = 0
+    unconfirmed = unconfirmed_delivered = 0
+    unchecked: list[str] = []
     states: dict[str, int] = {}
     for comment in observed.comments:
         mids = list(observed.delivered.get(comment, ()))
@@ -73,7 +74,8 @@ def judge(observed: Observed) -> dict[str, Any]:
         elif row.state == "UNCONFIRMED":
             unconfirmed += 1
             unconfirmed_delivered += bool(mids)
-            unconfirmed_unchecked += not row.checked
+            if not row.checked:
+                unchecked.append(comment)
         elif mids:
             problems["failed_delivered"].append(comment)
     missed_webhook = observed.dropped | observed.given_up
@@ -83,7 +85,7 @@ def judge(observed: Observed) -> dict[str, Any]:
         **counts,
         "unconfirmed": unconfirmed,
         "unconfirmed_delivered": unconfirmed_delivered,
-        "unconfirmed_unchecked": unconfirmed_unchecked,
+        "unconfirmed_unchecked": len(unchecked),
         "private_replies_delivered": sum(len(m) for m in observed.delivered.values()),
         "final_states": dict(sorted(states.items())),
         "webhooks_dropped": len(observed.dropped),
@@ -95,4 +97,5 @@ def judge(observed: Observed) -> dict[str, Any]:
         "seen_first_by_poll": sum(1 for via in observed.seen_via.values() if via == "poll"),
         "ok": not any(counts.values()),
         "examples": {name: found[:SAMPLES] for name, found in problems.items() if found},
+        "unchecked_examples": unchecked[:SAMPLES],
     }
