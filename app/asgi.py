@@ -42,6 +42,7 @@ from app.web.templating import template_config
 from app.web.webhooks import instagram_webhook, webhook_intake_lifespan
 
 STATIC_DIR = Path(__file__).resolve().parents[1] / "static"
+FORM_MAX_BODY_BYTES = 1024 * 1024
 
 
 def create_app(settings: Settings | None = None) -> Litestar:
@@ -106,6 +107,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
             HTTPException: http_exception_handler,
             Exception: internal_error_handler,
         },
+        # Dashboard forms are a few kilobytes; the webhook reads its own body under its own cap.
+        request_max_body_size=FORM_MAX_BODY_BYTES,
         debug=False,
         # Logging is ours (app.logs): Litestar's default config would replace the root
         # handler, and with it the filter that scrubs tokens from every log line.

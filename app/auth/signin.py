@@ -16,7 +16,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.current import SESSION_USER, SESSION_WORKSPACE
-from app.auth.passwords import hash_password, needs_rehash, verify_password
+from app.auth.passwords import hash_off_loop, hash_password, needs_rehash, verify_off_loop
 from app.auth.sessions import rotate_session
 from app.auth.throttle import LoginThrottle
 from app.auth.users import normalize_email
@@ -81,16 +81,13 @@ async def check_password(
         await asyncio.sleep(decision.delay_s)
 
     user = (await session.execute(select(User).where(User.email == email))).scalar_one_or_none()
-    # argon2 is slow on purpose; keep it off the event loop.
-    valid = await asyncio.to_thread(
-        verify_password, user.password_hash if user else _DUMMY_HASH, password
-    )
+    valid = await verify_off_loop(user.password_hash if user else _DUMMY_HASH, password)
     if user is None or not valid:
         return SignInRefused("That email and password do not match.", 400)
     await throttle.succeeded(email, address)
     values: dict[str, Any] = {"last_login_at": func.now()}
     if needs_rehash(user.password_hash):
-        values["password_hash"] = await asyncio.to_thread(hash_password, password)
+        values["password_hash"] = await hash_off_loop(password)
     await session.execute(update(User).where(User.id == user.id).values(**values))
     return user.id
 

@@ -121,3 +121,52 @@ class LoginThrottle:
         valid account cannot reset a guesser's budget between guesses."""
         email_key, _, address_key = self._keys(email, address)
         await self._redis.eval(_SUCCESS_SCRIPT, 2, email_key, address_key)  # type: ignore[misc]
+
+
+# KEYS: email counter, address counter. ARGV: window seconds.
+# Returns {email count, address count, seconds left in each one's window}.
+_SIGNUP_SCRIPT = """
+local email_count = redis.call('INCR', KEYS[1])
+if email_count == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+local address_count = redis.call('INCR', KEYS[2])
+if address_count == 1 then redis.call('EXPIRE', KEYS[2], ARGV[1]) end
+return {email_count, address_count, redis.call('TTL', KEYS[1]), redis.call('TTL', KEYS[2])}
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class SignupPolicy:
+    per_email: int = 5
+    per_address: int = 10
+    window_s: int = 15 * 60
+
+
+class SignupThrottle:
+    """Sign-ups (and invite sign-ups) per email and per client address, counted before the
+    password is hashed: each costs half a second of CPU, and an existing email costs the same
+    as a new one. A sign-up past either limit is refused until its window ends."""
+
+    def __init__(self, redis: Redis, policy: SignupPolicy | None = None) -> None:
+        self._redis = redis
+        self.policy = policy or SignupPolicy()
+
+    async def attempt(self, email: str, address: str) -> AttemptDecision:
+        policy = self.policy
+        email_count, address_count, email_ttl, address_ttl = await self._redis.eval(  # type: ignore[misc]
+            _SIGNUP_SCRIPT,
+            2,
+            f"{_PREFIX}:signup:email:{_digest(email)}",
+            f"{_PREFIX}:signup:addr:{_digest(address)}",
+            policy.window_s,
+        )
+        waits = [
+            int(ttl)
+            for count, limit, ttl in (
+                (email_count, policy.per_email, email_ttl),
+                (address_count, policy.per_address, address_ttl),
+            )
+            if int(count) > limit
+        ]
+        if waits:
+            return AttemptDecision(allowed=False, delay_s=0.0, retry_after_s=max(*waits, 1))
+        return AttemptDecision(allowed=True, delay_s=0.0, retry_after_s=0)

@@ -10,7 +10,7 @@ from sqlalchemy import select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.passwords import MIN_PASSWORD_LENGTH, hash_password
+from app.auth.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, hash_off_loop
 from app.db.models import User
 
 
@@ -36,6 +36,8 @@ def validate_credentials(email: str, password: str) -> None:
     validate_email(email)
     if len(password) < MIN_PASSWORD_LENGTH:
         raise InvalidUserError(f"Use at least {MIN_PASSWORD_LENGTH} characters for the password.")
+    if len(password) > MAX_PASSWORD_LENGTH:
+        raise InvalidUserError(f"Use at most {MAX_PASSWORD_LENGTH} characters for the password.")
 
 
 async def create_user(session: AsyncSession, *, email: str, password: str) -> int:
@@ -46,7 +48,7 @@ async def create_user(session: AsyncSession, *, email: str, password: str) -> in
     # The unique key decides, not a prior lookup: two sign-ups racing for one email get one user.
     user_id = await session.scalar(
         insert(User)
-        .values(email=email, password_hash=hash_password(password))
+        .values(email=email, password_hash=await hash_off_loop(password))
         .on_conflict_do_nothing(index_elements=[User.email])
         .returning(User.id)
     )
@@ -63,7 +65,7 @@ async def set_password(session: AsyncSession, *, email: str, password: str) -> b
     user_id = await session.scalar(
         update(User)
         .where(User.email == email)
-        .values(password_hash=hash_password(password))
+        .values(password_hash=await hash_off_loop(password))
         .returning(User.id)
     )
     return user_id is not None

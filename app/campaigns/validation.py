@@ -56,6 +56,9 @@ PRIORITY_RANGE = (-1000, 1000)
 # A follow-up waits at most 24 hours: the messaging window the person opened.
 MAX_DELAY_MINUTES = 1440
 USERNAME_WORST_CASE = 30
+# Any one field as read from a form: past every limit above, so a longer value still gets its
+# field's error, and short enough that checking and showing it again is cheap.
+MAX_FIELD_CHARS = 32_000
 PLACEHOLDERS = ("{username}", "{link}")
 _PLACEHOLDER = re.compile(r"\{([^{}\s]{1,40})\}")
 _MEDIA_ID = re.compile(r"^[0-9]{1,32}$")
@@ -152,26 +155,32 @@ class CampaignInput:
 
 def _text(form: FormData, name: str) -> str:
     value = form.get(name)
-    return value.strip() if isinstance(value, str) else ""
+    return value[:MAX_FIELD_CHARS].strip() if isinstance(value, str) else ""
 
 
 def split_keywords(values: Iterable[str]) -> list[str]:
-    """Chips and typed entries ("guide, link") → distinct keywords, first spelling kept."""
+    """Chips and typed entries ("guide, link") → distinct keywords, first spelling kept.
+
+    Reading stops one keyword past `MAX_KEYWORDS`, and each keyword is cut one character past
+    `MAX_KEYWORD`: enough for `check_keywords` to name the problem, however much was sent.
+    """
     seen: set[str] = set()
     keywords: list[str] = []
     for value in values:
-        for part in value.split(","):
-            keyword = " ".join(part.split())
+        for part in value[:MAX_FIELD_CHARS].split(",", MAX_KEYWORDS * 4):
+            keyword = " ".join(part.split())[: MAX_KEYWORD + 1]
             if keyword and keyword.casefold() not in seen:
                 seen.add(keyword.casefold())
                 keywords.append(keyword)
+                if len(keywords) > MAX_KEYWORDS:
+                    return keywords
     return keywords
 
 
 def _multiline(form: FormData, name: str) -> str:
     """A message text: its own line breaks and inner spacing kept, trailing blanks dropped."""
     value = form.get(name)
-    return value.replace("\r\n", "\n").rstrip() if isinstance(value, str) else ""
+    return value[:MAX_FIELD_CHARS].replace("\r\n", "\n").rstrip() if isinstance(value, str) else ""
 
 
 def _checked(form: FormData, name: str) -> bool:
@@ -194,7 +203,7 @@ def parse_campaign_form(form: FormData) -> CampaignInput:
             LinkButton(_text(form, f"button_title_{i}"), _text(form, f"button_url_{i}"))
             for i in range(1, MAX_BUTTONS + 1)
         ],
-        public_replies_text=str(form.get("public_replies") or "").replace("\r\n", "\n"),
+        public_replies_text=_multiline(form, "public_replies"),
         priority=_text(form, "priority") or "0",
         once_per_person=_checked(form, "once_per_person"),
         opening_dm_enabled=_checked(form, "opening_dm_enabled"),
@@ -212,7 +221,7 @@ def parse_campaign_form(form: FormData) -> CampaignInput:
 
 def keyword_chips(form: FormData, field: str) -> list[str]:
     """A keyword field: its chips plus whatever is still typed in its entry box."""
-    chips = [v for v in form.getall(field, []) if isinstance(v, str)]
+    chips = [v for v in form.getall(field, [])[: MAX_KEYWORDS + 1] if isinstance(v, str)]
     return split_keywords([*chips, _text(form, f"{field}_entry")])
 
 
@@ -333,7 +342,7 @@ def check_two_step(input_: CampaignInput) -> dict[str, str]:
 
 def check_keywords(keywords: list[str], label: str) -> str | None:
     if len(keywords) > MAX_KEYWORDS:
-        return f"At most {MAX_KEYWORDS} {label}; this has {len(keywords)}."
+        return f"At most {MAX_KEYWORDS} {label}; remove some."
     too_long = [k for k in keywords if len(k) > MAX_KEYWORD]
     if too_long:
         return f"“{too_long[0][:20]}…” is longer than {MAX_KEYWORD} characters."

@@ -238,7 +238,10 @@ class InviteController(Controller):
                 return Refused(_closed(result))
             return SignedIn(user_id=user_id, workspace_id=invite.workspace_id)
 
-        async def password_refused(_: SignInRefused) -> Response[Any]:
+        async def password_refused(refused: SignInRefused) -> Response[Any]:
+            if refused.status_code == 429 and invite.state is InviteState.OPEN:
+                errors = {"password": refused.message}
+                return _invite_page(token, invite, "signup", errors=errors, status_code=429)
             return _closed(await find_invite(db_session, token))
 
         return await sign_up_and_in(

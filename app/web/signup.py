@@ -20,7 +20,8 @@ from litestar.plugins.htmx import HTMXRequest
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.signin import SignedIn, SignInRefused, check_password, start_session
-from app.auth.throttle import LoginThrottle
+from app.auth.throttle import LoginThrottle, SignupThrottle
+from app.auth.users import normalize_email
 from app.operations.idempotency import Finished, KeyRequest, Ran, Refused, Replay, run_once
 from app.resources import Resources
 from app.web.idempotency import (
@@ -36,7 +37,8 @@ Create = Callable[[AsyncSession], Awaitable[SignedIn | Refused[Response[Any]]]]
 LandIn = Callable[[AsyncSession, int], Awaitable[int | Response[Any]]]
 """The workspace a repeat signs this user into, or the page that says why it cannot."""
 PasswordRefused = Callable[[SignInRefused], Awaitable[Response[Any]]]
-"""The page for a repeat whose password (or the throttle) said no."""
+"""The page for a repeat whose password (or the throttle) said no, and for a sign-up the
+sign-up throttle refused (429)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,16 @@ async def sign_up_and_in(
     key = one_time_key(form, request)
     if key is None:
         return missing_key_response(request)
+    throttle = await SignupThrottle(resources.redis).attempt(
+        normalize_email(signup.email), client_address(request)
+    )
+    if not throttle.allowed:
+        return await password_refused(
+            SignInRefused(
+                f"Too many sign-ups from here. Please try again in {throttle.retry_after_text}.",
+                429,
+            )
+        )
     made: list[SignedIn] = []
 
     async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:

@@ -20,6 +20,7 @@ from app.accounts.cards import get_account, list_usable_accounts
 from app.auth.current import Viewer
 from app.campaigns.matching import CommentFacts, choose_campaign
 from app.campaigns.rules import load_rules_to_try
+from app.campaigns.validation import MAX_REPLY
 from app.db.bounds import parse_id
 from app.web.campaigns.common import NO_STORE
 from app.web.htmx import wants_partial
@@ -47,7 +48,7 @@ async def try_comment(
     db_session: NamedDependency[AsyncSession],
 ) -> Template:
     raw = await request.form()
-    text = str(raw.get("comment") or "")
+    text = str(raw.get("comment") or "")[:MAX_REPLY]  # Instagram's comment length
     media_id = str(raw.get("media_id") or "").strip() or None
     account_id = parse_id(raw.get("account_id"))
     account = await get_account(db_session, viewer.workspace_id, account_id) if account_id else None
