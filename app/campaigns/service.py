@@ -54,6 +54,7 @@ EDITABLE = (
     "buttons",
     "public_reply_enabled",
     "public_replies",
+    "public_reply_after_dm",
     "priority",
     "once_per_person",
     "opening_dm_enabled",

@@ -89,6 +89,8 @@ class CampaignInput:
         default_factory=lambda: [LinkButton("", "") for _ in range(MAX_BUTTONS)]
     )
     public_replies_text: str = ""
+    # Post the public reply whatever became of the DM (a reply that does not mention it).
+    public_reply_always: bool = False
     priority: str = "0"
     once_per_person: bool = True
     # Two-step DMs, follow gate, DM keyword trigger and follow-up (kept while switched off).
@@ -138,6 +140,7 @@ class CampaignInput:
             "buttons": [{"title": b.title, "url": b.url} for b in self.filled_buttons],
             "public_reply_enabled": bool(replies),
             "public_replies": replies,
+            "public_reply_after_dm": not self.public_reply_always,
             "priority": int(self.priority),
             "once_per_person": self.once_per_person,
             "opening_dm_enabled": self.opening_dm_enabled,
@@ -204,6 +207,7 @@ def parse_campaign_form(form: FormData) -> CampaignInput:
             for i in range(1, MAX_BUTTONS + 1)
         ],
         public_replies_text=_multiline(form, "public_replies"),
+        public_reply_always=_checked(form, "public_reply_always"),
         priority=_text(form, "priority") or "0",
         once_per_person=_checked(form, "once_per_person"),
         opening_dm_enabled=_checked(form, "opening_dm_enabled"),
@@ -479,6 +483,7 @@ def input_from_values(values: Mapping[str, Any]) -> CampaignInput:
         dm_text=str(values.get("dm_text") or ""),
         buttons=buttons,
         public_replies_text="\n".join(values.get("public_replies") or []),
+        public_reply_always=not values.get("public_reply_after_dm", True),
         priority=str(values.get("priority") or 0),
         once_per_person=bool(values.get("once_per_person", True)),
         opening_dm_enabled=bool(values.get("opening_dm_enabled")),

@@ -94,6 +94,11 @@ class Campaign(Base):
     public_replies: Mapped[list[str]] = mapped_column(
         ARRAY(Text), default=list, server_default="{}"
     )
+    # The public reply ("Sent you a DM!") is posted only once the DM is SENT; off for a reply
+    # that does not mention the DM, posted whatever became of it.
+    public_reply_after_dm: Mapped[bool] = mapped_column(
+        Boolean, default=True, server_default=sa_true()
+    )
     follow_up_enabled: Mapped[bool] = mapped_column(
         Boolean, default=False, server_default=sa_false()
     )

@@ -79,6 +79,9 @@ _CONFIRM = text(
     f"""
 WITH confirmed AS (
     UPDATE dm_logs SET pr_state = 'SENT',
+        -- A public reply waiting for this DM is due now.
+        pub_next_attempt_at = CASE WHEN pub_state = 'PENDING' THEN now()
+                              ELSE pub_next_attempt_at END,
         pr_sent_at = COALESCE(pr_sent_at, CAST(:sent_at AS timestamptz)),
         pr_message_id = COALESCE(pr_message_id, :message_id),
         pr_evidence = COALESCE(pr_evidence, '{{}}'::jsonb) || CAST(:evidence AS jsonb),
@@ -89,10 +92,11 @@ WITH confirmed AS (
             AND s.account_id = dm_logs.account_id AND s.recipient_id = dm_logs.recipient_id
             AND s.id <> dm_logs.id))
     RETURNING id, workspace_id, account_id, campaign_id, campaign_version, recipient_id,
-              recipient_username
+              recipient_username, pub_state
 ),
 {follow_up_cte("confirmed")}
 SELECT (SELECT id FROM confirmed) AS confirmed_id, (SELECT id FROM follow_up) AS follow_up_id,
+       (SELECT pub_state = 'PENDING' FROM confirmed) AS public_due,
        (SELECT pr_next_attempt_at FROM follow_up) AS follow_up_due
 """  # noqa: S608 - composed from code; every value is a bound parameter
 )
@@ -251,6 +255,8 @@ async def _confirm(
             confirmed.follow_up_due,
             kind=TriggerKind.FOLLOW_UP,
         )
+    if confirmed.public_due:
+        await enqueue_delivery(resources.queue, dm_log_id, None)
     return VerifyResult("confirmed", str(message.get("id")))
 
 

@@ -6,6 +6,12 @@ statement (person, quota, leg, attempt row) → send → classify → one record
 back the slot on a definite answer. Only the worker whose claim returned IN_FLIGHT calls Meta.
 The load and checks are `dispatch`'s (`steps.open_run`); `CommentFlow` does the rest.
 
+A public reply that says a DM was sent is posted only once the DM is SENT (the campaign's
+`public_reply_after_dm`, on by default): the private leg goes first and, if it is not SENT in
+this run, the public leg waits (`recording.hold_public`) until a run that sends the DM (a
+retry) or the inbox check that confirms it makes it due. A reply that does not mention the DM
+(the setting off) goes first, whatever becomes of the DM.
+
 An answer to the public reply that stops the whole account (368 pause, 190 token) also stops
 the private reply of the same job: it stays PENDING until the account can send again, as work
 found waiting on a paused account at load does.
@@ -67,28 +73,48 @@ class CommentFlow:
         self._run = run
         self._held: _Held | None = None
 
+    @property
+    def _dm_first(self) -> bool:
+        return self._run.delivery.public_reply_after_dm
+
     async def start(self, conn: AsyncConnection) -> bool:
-        """On the connection that loaded the row: claim the private reply when it is the only
-        leg due (the common case, so it costs no second connection)."""
+        """On the connection that loaded the row: claim the private reply when it goes first
+        (the common case, so it costs no second connection)."""
         run = self._run
-        if run.pr_due and not run.pub_due:
+        if run.pr_due and (self._dm_first or not run.pub_due):
             self._held = await _claim_private(conn, run)
         return True
 
     async def finish(self) -> None:
-        """The public reply if it is due, the private reply's claim if not made yet, and the
-        send under a won claim."""
+        """The public reply first if it does not wait for the DM, the private reply's claim if
+        not made yet, the send under a won claim, then a public reply that waited for it."""
         run = self._run
-        if run.pub_due:
+        if run.pub_due and not self._dm_first:
             account_stopped = await _public_leg(run)
             if run.pr_due and not account_stopped:
                 async with autocommit(run.resources.engine) as conn:
                     self._held = await _claim_private(conn, run)
         held = self._held
+        sent = False
         if held is not None:
             verdict = await send_claimed(run, held.claim, held.content)
+            sent = verdict is None
             if verdict is not None and verdict.definite:
                 await _release_slot(_budget(run), held.slot)
+        if self._dm_first and run.delivery.pub_state is LegState.PENDING:
+            await self._public_after_dm(sent_now=sent)
+
+    async def _public_after_dm(self, *, sent_now: bool) -> None:
+        run = self._run
+        if sent_now or (not run.pr_due and run.delivery.pr_state is LegState.SENT):
+            if not run.pub_due:
+                async with autocommit(run.resources.engine) as conn:
+                    await recording.release_public(conn, run.delivery.id)
+            await _public_leg(run)
+        elif run.pub_due:
+            async with autocommit(run.resources.engine) as conn:
+                await recording.hold_public(conn, run.delivery.id)
+            run.report.public = "waiting for the DM"
 
 
 def comment_content(delivery: Delivery) -> Content:

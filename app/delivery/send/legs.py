@@ -68,6 +68,8 @@ class Delivery:
     follow_prompt_text: str | None = None
     follow_prompt_button_title: str | None = None
     follow_up_enabled: bool = False
+    # The public reply waits for the DM to be SENT (see `comment_flow`).
+    public_reply_after_dm: bool = True
     follow_up_text: str | None = None
     follow_up_delay_minutes: int = 0
     # A PENDING tap or DM whose person another row already gave (or is giving) the link, as

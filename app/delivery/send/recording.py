@@ -239,6 +239,37 @@ WHERE id = :id AND ((:pr AND pr_state = 'PENDING') OR (:pub AND pub_state = 'PEN
 )
 
 
+# The public reply of a DM not sent (yet): it waits, not due before the reply window closes
+# (where the window sweep settles it), unless the DM's SENT makes it due sooner.
+_HOLD_PUBLIC = text(
+    """
+UPDATE dm_logs SET
+    pub_next_attempt_at = COALESCE(deadline_at, now() + interval '7 days'),
+    pub_error_message = :reason, updated_at = now()
+WHERE id = :id AND pub_state = 'PENDING'
+"""
+)
+WAITING_FOR_DM = "waits for the DM: it is posted once the DM is sent"
+
+
+async def hold_public(conn: AsyncConnection, dm_log_id: int) -> None:
+    """Keep the public reply PENDING until its DM is SENT (`WAITING_FOR_DM`)."""
+    await conn.execute(_HOLD_PUBLIC, {"id": dm_log_id, "reason": WAITING_FOR_DM})
+
+
+_PUBLIC_NOW = text(
+    """
+UPDATE dm_logs SET pub_next_attempt_at = now(), pub_error_message = NULL, updated_at = now()
+WHERE id = :id AND pub_state = 'PENDING' AND pr_state = 'SENT'
+"""
+)
+
+
+async def release_public(conn: AsyncConnection, dm_log_id: int) -> None:
+    """The DM is SENT: the public reply that waited for it is due now."""
+    await conn.execute(_PUBLIC_NOW, {"id": dm_log_id})
+
+
 async def postpone(
     conn: AsyncConnection,
     dm_log_id: int,

@@ -150,7 +150,10 @@ async def test_no_leg_is_claimed_while_the_account_cannot_send(
 
 async def test_a_pause_after_the_load_stops_the_claim_and_the_work_waits(world: World) -> None:
     campaign = await world.campaign(
-        name="Public first", public_reply_enabled=True, public_replies=["Check your DMs"]
+        name="Public first",
+        public_reply_after_dm=False,
+        public_reply_enabled=True,
+        public_replies=["Check your DMs"],
     )
     row = await world.comment(campaign_id=campaign, public=True)
     # While this job's public reply is on its way, another job meets a 368 and pauses the

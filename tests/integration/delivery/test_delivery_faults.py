@@ -204,7 +204,10 @@ async def test_368_pauses_the_account_and_the_work_waits(world: World) -> None:
 
 async def test_368_on_the_public_reply_stops_the_dm_of_the_same_job(world: World) -> None:
     campaign = await world.campaign(
-        name="Public first", public_reply_enabled=True, public_replies=["Check your DMs"]
+        name="Public first",
+        public_reply_after_dm=False,
+        public_reply_enabled=True,
+        public_replies=["Check your DMs"],
     )
     row = await world.comment(campaign_id=campaign, public=True)
     world.admin.add_fault("replies", "reject", code=368, times=1)

@@ -149,7 +149,10 @@ async def test_the_hourly_slot_is_given_back_only_when_nothing_was_delivered(
 
 async def test_public_reply_leg_is_independent(world: World) -> None:
     campaign = await world.campaign(
-        name="With public reply", public_reply_enabled=True, public_replies=["Check your DMs 📩"]
+        name="With public reply",
+        public_reply_after_dm=False,
+        public_reply_enabled=True,
+        public_replies=["Check your DMs 📩"],
     )
     row = await world.comment(campaign_id=campaign, public=True)
     world.admin.add_fault("messages", "reject", code=551)
