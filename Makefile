@@ -12,6 +12,10 @@ RUN := $(UV) run --frozen
 smoke = mkdir -p test-results && $(RUN) python -m $(1) --smoke > test-results/$(2).json \
   && echo "$(2) smoke: ok (test-results/$(2).json)" || { cat test-results/$(2).json; exit 1; }
 DEV_DB ?= oncereply
+# make dev's ports: `make dev WEB_PORT=8001 SANDBOX_PORT=8101` (REDIS_URL=… picks another Redis
+# than the .env's). A compose-style WEB_PORT such as 127.0.0.1:8000 means its port.
+WEB_PORT ?= 8000
+SANDBOX_PORT ?= 8100
 # make dev copies each process's output here (git-ignored) to show it when a start fails.
 DEV_LOGS := .dev
 
@@ -33,7 +37,9 @@ install: ## install the pinned packages into .venv (bootstraps uv with pip when 
 	@$(UV) sync --frozen --quiet
 
 services: ## make sure PostgreSQL and Redis answer on loopback; create the dev database
-	@.ci/services $(DEV_DB)
+	@REDIS_PORT=$$(python3 -c 'import os, urllib.parse as u; \
+	  print(u.urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1").port or 6379)') \
+	  .ci/services $(DEV_DB)
 
 env: .env ## write a local .env with generated secrets (kept if it exists)
 
@@ -60,7 +66,13 @@ migrate: install ## apply every migration to the database in DATABASE_URL (.env)
 	@$(RUN) alembic upgrade head
 
 dev: install services .env migrate ## run web (:8000), worker and the Instagram sandbox (:8100); Ctrl-C stops all
-	@set -a; . ./.env; set +a; \
+	@redis_url="$${REDIS_URL:-}"; set -a; . ./.env; set +a; \
+	if [ -n "$$redis_url" ]; then REDIS_URL="$$redis_url"; fi; \
+	web_port="$(WEB_PORT)"; web_port="$${web_port##*:}"; sandbox_port="$(SANDBOX_PORT)"; \
+	if [ "$$web_port" != 8000 ]; then PUBLIC_BASE_URL="http://localhost:$$web_port"; fi; \
+	if [ "$$sandbox_port" != 8100 ]; then \
+	  GRAPH_API_BASE="http://127.0.0.1:$$sandbox_port/v25.0"; \
+	  INSTAGRAM_OAUTH_BASE="http://127.0.0.1:$$sandbox_port"; fi; \
 	ONCEREPLY_PASSWORD="$$DEMO_PASSWORD" $(RUN) python -m app create-user --email "$$DEMO_EMAIL" \
 	  --workspace "Demo workspace" --reset-password || exit 1; \
 	mkdir -p $(DEV_LOGS); \
@@ -68,18 +80,18 @@ dev: install services .env migrate ## run web (:8000), worker and the Instagram 
 	trap 'stop; exit 130' INT; trap 'stop; exit 143' TERM; trap stop EXIT; \
 	SANDBOX_INSTAGRAM_APP_ID="$$INSTAGRAM_APP_ID" SANDBOX_INSTAGRAM_APP_SECRET="$$INSTAGRAM_APP_SECRET" \
 	SANDBOX_META_APP_SECRET="$$META_APP_SECRET" SANDBOX_WEBHOOK_VERIFY_TOKEN="$$WEBHOOK_VERIFY_TOKEN" \
-	SANDBOX_WEBHOOK_CALLBACK_URL="http://127.0.0.1:8000/webhooks/instagram" \
-	SANDBOX_PUBLIC_URL="http://127.0.0.1:8100" \
-	  $(RUN) python -m sandbox --port 8100 > >(tee -i $(DEV_LOGS)/sandbox.log) 2>&1 & \
+	SANDBOX_WEBHOOK_CALLBACK_URL="http://127.0.0.1:$$web_port/webhooks/instagram" \
+	SANDBOX_PUBLIC_URL="http://127.0.0.1:$$sandbox_port" \
+	  $(RUN) python -m sandbox --port $$sandbox_port > >(tee -i $(DEV_LOGS)/sandbox.log) 2>&1 & \
 	sandbox_pid=$$!; \
-	$(RUN) python -m app serve --host 0.0.0.0 --port 8000 > >(tee -i $(DEV_LOGS)/web.log) 2>&1 & \
+	$(RUN) python -m app serve --host 0.0.0.0 --port $$web_port > >(tee -i $(DEV_LOGS)/web.log) 2>&1 & \
 	web_pid=$$!; \
 	$(RUN) python -m worker > >(tee -i $(DEV_LOGS)/worker.log) 2>&1 & \
 	worker_pid=$$!; \
 	status=000; exited=; rm -f $(DEV_LOGS)/health.json; \
 	for _ in $$(seq 1 120); do \
 	  status=$$(curl -s -o $(DEV_LOGS)/health.json -w '%{http_code}' --max-time 2 \
-	    http://127.0.0.1:8000/health); \
+	    http://127.0.0.1:$$web_port/health); \
 	  [ "$$status" = 200 ] && break; \
 	  for job in sandbox:$$sandbox_pid web:$$web_pid worker:$$worker_pid; do \
 	    kill -0 "$${job#*:}" 2>/dev/null || { exited=$${job%%:*}; break 2; }; \
@@ -89,7 +101,7 @@ dev: install services .env migrate ## run web (:8000), worker and the Instagram 
 	if [ "$$status" != 200 ]; then \
 	  echo; \
 	  if [ -n "$$exited" ]; then echo "make dev: FAILED: the $$exited process exited before /health answered"; \
-	  else echo "make dev: FAILED: http://127.0.0.1:8000/health did not answer 200 within 60 s (last status $$status)"; fi; \
+	  else echo "make dev: FAILED: http://127.0.0.1:$$web_port/health did not answer 200 within 60 s (last status $$status)"; fi; \
 	  if [ -s $(DEV_LOGS)/health.json ]; then echo "last /health answer: $$(head -c 600 $(DEV_LOGS)/health.json)"; fi; \
 	  for name in sandbox web worker; do \
 	    echo "--- last lines of the $$name process ($(DEV_LOGS)/$$name.log)"; tail -n 20 $(DEV_LOGS)/$$name.log; \
@@ -97,9 +109,9 @@ dev: install services .env migrate ## run web (:8000), worker and the Instagram 
 	  exit 1; \
 	fi; \
 	echo; \
-	echo "  OnceReply   http://localhost:8000   (log in as $$DEMO_EMAIL / $$DEMO_PASSWORD)"; \
-	echo "  Sandbox     http://127.0.0.1:8100   (play a fan: comment, follow, read DMs)"; \
-	echo "  Health      http://localhost:8000/health"; \
+	echo "  OnceReply   $$PUBLIC_BASE_URL   (log in as $$DEMO_EMAIL / $$DEMO_PASSWORD)"; \
+	echo "  Sandbox     http://127.0.0.1:$$sandbox_port   (play a fan: comment, follow, read DMs)"; \
+	echo "  Health      http://127.0.0.1:$$web_port/health"; \
 	echo "  Logs        $(DEV_LOGS)/{web,worker,sandbox}.log"; \
 	echo "  Ctrl-C stops everything."; \
 	echo; \
