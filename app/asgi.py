@@ -37,12 +37,18 @@ from app.web.invite_link import InviteController
 from app.web.log import log_router
 from app.web.meta_callbacks import MetaCallbacksController
 from app.web.overview import home
+from app.web.same_origin import same_origin_only
 from app.web.team import switch_workspace, team_router
 from app.web.templating import template_config
 from app.web.webhooks import instagram_webhook, webhook_intake_lifespan
 
 STATIC_DIR = Path(__file__).resolve().parents[1] / "static"
 FORM_MAX_BODY_BYTES = 1024 * 1024
+# Machine endpoints authenticate by signature or carry no state change.
+CSRF_EXEMPT = ["^/webhooks/", "^/meta/", "^/health$", "^/static/"]
+CSRF_COOKIE = "csrftoken"
+# Under https: a cookie only this exact origin can set (no other port, no subdomain).
+CSRF_COOKIE_SECURE = "__Host-csrftoken"
 
 
 def create_app(settings: Settings | None = None) -> Litestar:
@@ -90,6 +96,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             session_config(secure=settings.cookie_secure).middleware,
             close_request_session,
             path_ids_in_range,
+            same_origin_only(settings.public_base_url, CSRF_EXEMPT),
         ],
         plugins=[HTMXPlugin()],
         template_config=template_config(),
@@ -99,8 +106,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
             cookie_samesite="lax",
             # Forms carry the token in the page; no script needs to read the cookie.
             cookie_httponly=True,
-            # Machine endpoints authenticate by signature or carry no state change.
-            exclude=["^/webhooks/", "^/meta/", "^/health$", "^/static/"],
+            cookie_name=CSRF_COOKIE_SECURE if settings.cookie_secure else CSRF_COOKIE,
+            exclude=CSRF_EXEMPT,
         ),
         exception_handlers={
             LoginRequired: login_redirect,

@@ -31,6 +31,8 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 SESSION_COOKIE = "oncereply_session"
+# Under https: a cookie name browsers accept only from this exact origin, Secure, for path /.
+SECURE_SESSION_COOKIE = "__Host-oncereply_session"
 SESSION_STORE = "sessions"
 SESSION_NAMESPACE = "oncereply:sessions"
 SESSION_MAX_AGE_S = 14 * 24 * 3600
@@ -53,7 +55,11 @@ async def peek_session(connection: ASGIConnection[Any, Any, Any, Any]) -> dict[s
     """The session's data, read without taking part in it, for a path the session middleware
     skips: nothing is written back or expired, so a poll cannot race a sign-in or sign-out.
     Empty when there is no session or the store does not answer."""
-    session_id = connection.cookies.get(SESSION_COOKIE)
+    # Only this origin over https can set the `__Host-` name; the badge this serves shows
+    # nothing a planted plain-http session id could abuse.
+    session_id = connection.cookies.get(SECURE_SESSION_COOKIE) or connection.cookies.get(
+        SESSION_COOKIE
+    )
     if not session_id or session_id == "null":
         return {}
     try:
@@ -130,9 +136,8 @@ class RotatingSessionBackend(ServerSideSessionBackend):
         )
 
     def _expired_cookie(self) -> str:
-        return Cookie(
-            value="null", key=self.config.key, expires=0, **self._cookie_params()
-        ).to_header(header="")
+        params = {**self._cookie_params(), "max_age": 0}
+        return Cookie(value="", key=self.config.key, expires=0, **params).to_header(header="")
 
 
 def _scope_state(connection: ASGIConnection[Any, Any, Any, Any]) -> dict[str, Any]:
@@ -145,9 +150,13 @@ class RotatingSessionConfig(ServerSideSessionConfig):
     _backend_class = RotatingSessionBackend
 
 
+def session_cookie_name(*, secure: bool) -> str:
+    return SECURE_SESSION_COOKIE if secure else SESSION_COOKIE
+
+
 def session_config(*, secure: bool) -> RotatingSessionConfig:
     return RotatingSessionConfig(
-        key=SESSION_COOKIE,
+        key=session_cookie_name(secure=secure),
         max_age=SESSION_MAX_AGE_S,
         secure=secure,
         httponly=True,

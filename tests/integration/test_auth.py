@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 
 from app.asgi import create_app
 from app.auth.passwords import hash_password
-from app.auth.sessions import SESSION_COOKIE, SESSION_NAMESPACE
+from app.auth.sessions import SECURE_SESSION_COOKIE, SESSION_COOKIE, SESSION_NAMESPACE
 from app.auth.throttle import ThrottlePolicy
 from app.db.models import IdempotencyKey, Role, User, Workspace, WorkspaceMember
 from app.resources import Resources
@@ -177,12 +177,17 @@ async def test_cookies_are_secure_behind_https(test_env: dict[str, str]) -> None
     settings = load_settings({**test_env, "PUBLIC_BASE_URL": "https://oncereply.example"})
     async with AsyncTestClient(create_app(settings), base_url="https://testserver.local") as c:
         # The CSRF cookie comes with the first page a visitor opens.
+        # Both under `__Host-` names: no other origin (a port, a subdomain) can set them.
         first = await c.get("/signup")
-        assert {"secure", "httponly", "samesite=lax"} <= _flags(_cookie_set_by(first, "csrftoken"))
+        csrf_flags = _flags(_cookie_set_by(first, "__Host-csrftoken"))
+        assert {"secure", "httponly", "samesite=lax", "path=/"} <= csrf_flags
+        assert not any(flag.startswith("domain") for flag in csrf_flags)
         response = await sign_up(c, EMAIL)
-        assert {"secure", "httponly", "samesite=lax"} <= _flags(
-            _cookie_set_by(response, SESSION_COOKIE)
-        )
+        session_flags = _flags(_cookie_set_by(response, SECURE_SESSION_COOKIE))
+        assert {"secure", "httponly", "samesite=lax", "path=/"} <= session_flags
+        assert not any(flag.startswith("domain") for flag in session_flags)
+        home = await c.get("/", headers={"accept": "text/html"}, follow_redirects=False)
+        assert home.status_code == 200
 
 
 async def test_cookies_work_on_plain_http_for_local_runs(
@@ -301,6 +306,9 @@ async def test_sign_out_deletes_the_session(
         "/logout", data=tokens(page.text, "/logout"), follow_redirects=False
     )
     assert response.headers["location"] == "/login?signed_out=1"
+    # The browser is told to forget the cookie now, not to keep a placeholder for 14 days.
+    expired = _flags(_cookie_set_by(response, SESSION_COOKIE))
+    assert "max-age=0" in expired
     assert _session_cookie(client) is None
     assert not await _signed_in_as(settings, cookie)
     again = await client.get("/campaigns", follow_redirects=False, headers={"accept": "text/html"})
