@@ -54,6 +54,9 @@ class Settings:
     # Peers whose X-Forwarded-For/-Proto are believed (the reverse proxy); anyone else's are
     # ignored, so a client cannot claim another address or scheme.
     trusted_proxies: tuple[str, ...] = ("127.0.0.1", "::1")
+    # The private-reply budget's rolling window: Meta's hour. Only tests and benchmarks shorten
+    # it (PRIVATE_REPLY_WINDOW_S), so a backlog drains in minutes instead of days.
+    private_reply_window_s: float = 3600.0
 
     @property
     def cookie_secure(self) -> bool:
@@ -110,6 +113,9 @@ def load_settings(
             "FOLLOW_RECHECK_DELAYS_S", _parse_delays, (20.0, 40.0)
         ),
         trusted_proxies=reader.optional("TRUSTED_PROXIES", _parse_networks, ("127.0.0.1", "::1")),
+        private_reply_window_s=reader.optional(
+            "PRIVATE_REPLY_WINDOW_S", _float_between(1.0, 3600.0), 3600.0
+        ),
     )
 
 

@@ -32,13 +32,16 @@ class AccountRules:
     ig_user_id: str
     status: AccountStatus
     rules: tuple[CampaignRule, ...]
+    # The account's private replies wait for its pacer (a backlog): ingestion leaves new
+    # comments to it instead of giving each a job.
+    paced: bool = False
 
 
 # One round trip for every account of a batch and its active campaigns. Plain SQL on a
 # psycopg connection (`app.db.raw`): through the ORM it cost ~2 ms of CPU per ingest job.
 _ACCOUNTS_WITH_RULES = (
     "SELECT a.id AS acc_id, a.workspace_id AS acc_workspace_id, a.ig_user_id, "  # noqa: S608 - constants
-    "a.status AS acc_status, "
+    "a.status AS acc_status, a.pr_backlog_since IS NOT NULL AS acc_paced, "
     + ", ".join(f"c.{name}" for name in RULE_COLUMNS)
     + " FROM instagram_accounts AS a LEFT JOIN campaigns AS c"
     " ON c.account_id = a.id AND c.status = 'active'"
@@ -62,6 +65,7 @@ async def load_account_rules(db: Db, ig_user_ids: Collection[str]) -> dict[str, 
             ig_user_id=ig,
             status=AccountStatus(account["acc_status"]),
             rules=tuple(rules),
+            paced=bool(account["acc_paced"]),
         )
         for ig, (account, rules) in found.items()
     }

@@ -16,6 +16,7 @@ from app.db.engine import autocommit
 from app.db.models import TriggerKind
 from app.delivery.intake import outbox
 from app.delivery.recovery import inbox_check, next_post, reconcile, sweeps
+from app.delivery.send import pacer
 from app.delivery.send.dispatch import deliver
 from app.jobs.context import runtime_of
 from app.maintenance import retention
@@ -44,16 +45,24 @@ async def outbox_relay(ctx: dict[str, Any]) -> dict[str, int]:
     return {"enqueued": await outbox.relay_outbox(runtime_of(ctx).resources)}
 
 
-async def _deliver(ctx: dict[str, Any], dm_log_id: int, kind: TriggerKind) -> dict[str, object]:
+async def _deliver(
+    ctx: dict[str, Any], dm_log_id: int, kind: TriggerKind, grant: int | None = None
+) -> dict[str, object]:
     runtime = runtime_of(ctx)
     report = await deliver(
-        runtime.resources, worker_id=runtime.worker_id, dm_log_id=dm_log_id, kind=kind
+        runtime.resources, worker_id=runtime.worker_id, dm_log_id=dm_log_id, kind=kind, grant=grant
     )
     return report.as_dict()
 
 
-async def process_comment(ctx: dict[str, Any], *, dm_log_id: int) -> dict[str, object]:
-    return await _deliver(ctx, dm_log_id, TriggerKind.COMMENT)
+async def process_comment(
+    ctx: dict[str, Any], *, dm_log_id: int, grant: int | None = None
+) -> dict[str, object]:
+    return await _deliver(ctx, dm_log_id, TriggerKind.COMMENT, grant)
+
+
+async def pace_account(ctx: dict[str, Any], *, account_id: int) -> dict[str, object]:
+    return (await pacer.pace_account(runtime_of(ctx).resources, account_id)).as_dict()
 
 
 async def process_postback(ctx: dict[str, Any], *, dm_log_id: int) -> dict[str, object]:
@@ -93,6 +102,7 @@ async def relay_due_work(ctx: dict[str, Any]) -> dict[str, int]:
         "resumed_accounts": relayed.resumed_accounts,
         "expired": relayed.expired,
         "enqueued": relayed.enqueued,
+        "paced_accounts": relayed.paced_accounts,
     }
 
 

@@ -52,6 +52,8 @@ JOBS: tuple[RegisteredJob, ...] = (
     RegisteredJob(
         JobName.PROCESS_COMMENT, handlers.process_comment, JobOptions(timeout=30, meta_calls=4)
     ),
+    # An account's private-reply pacer: statements and Redis scripts, no call to Meta.
+    RegisteredJob(JobName.PACE_ACCOUNT, handlers.pace_account, JobOptions(timeout=60)),
     # DMs to a person's IGSID (app/delivery/send/dm_flow.py): button taps, DM keyword triggers
     # and follow-ups. A follow check, the message and its fallback, a token refresh.
     RegisteredJob(

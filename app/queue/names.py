@@ -16,6 +16,7 @@ class JobName(StrEnum):
     INGEST_EVENT = "ingest_event"
     OUTBOX_RELAY = "outbox_relay"
     PROCESS_COMMENT = "process_comment"
+    PACE_ACCOUNT = "pace_account"
     PROCESS_POSTBACK = "process_postback"
     PROCESS_MESSAGE = "process_message"
     SEND_FOLLOW_UP = "send_follow_up"

@@ -150,6 +150,14 @@ class DmLog(Base):
             unique=True,
             postgresql_where=text("pr_message_id IS NOT NULL"),
         ),
+        # An account's pacer hands out its waiting private replies earliest deadline first.
+        Index(
+            "ix_dm_logs_pr_paced",
+            "account_id",
+            "deadline_at",
+            "id",
+            postgresql_where=text("trigger_kind = 'comment' AND pr_state = 'PENDING'"),
+        ),
         # A tap's log row points at the person's opening DM or follow prompt it answers.
         Index(
             "ix_dm_logs_tappable",
@@ -201,6 +209,9 @@ class DmLog(Base):
     # counter, so attempt numbers keep growing across retries; see DeliveryAttempt.attempt_no).
     pr_attempt_limit: Mapped[int] = mapped_column(SmallInteger, default=3, server_default="3")
     pr_next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # When the account's pacer gave this waiting private reply a budget slot (the slot's name
+    # derives from it); cleared by the claim. See `app.delivery.send.pacer`.
+    pr_granted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pr_claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pr_claimed_by: Mapped[str | None] = mapped_column(String(100))
     # Written by the claim's holder just before the request to Meta leaves (NULL from the

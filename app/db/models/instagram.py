@@ -46,6 +46,9 @@ class InstagramAccount(Base):
         server_default=AccountStatus.ACTIVE.value,
     )
     paused_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Set while the hourly private-reply budget is full and comments wait for it: the account's
+    # pacer then hands out every private reply (`app.delivery.send.pacer`).
+    pr_backlog_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     status_reason: Mapped[str | None] = mapped_column(Text)
     last_reconciled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     connected_at: Mapped[CreatedAt]

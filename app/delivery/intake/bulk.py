@@ -90,5 +90,5 @@ INSERT_DM_LOGS = BulkInsert(
         ("pub_state", "varchar"),
     ),
     conflict="account_id, trigger_id",
-    returning="id",
+    returning="id, account_id",
 )

@@ -112,6 +112,9 @@ class CommentIngest:
 
     # New `dm_logs` rows, each owed one `process_comment` job once the transaction commits.
     deliveries: list[int] = field(default_factory=list)
+    # Those of them whose account has a backlog: its pacer sends them (no job of their own).
+    paced_rows: set[int] = field(default_factory=set)
+    paced_accounts: set[int] = field(default_factory=set)
     # Per source event (None for comments not from a webhook): new, duplicate, matched,
     # miss:<reason>, unknown_account.
     per_event: dict[int | None, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
@@ -211,7 +214,12 @@ async def ingest_comment_batch(
         result.per_event[event_id]["duplicate"] += 1
     if log_rows:
         log_rows.sort(key=lambda row: (row["account_id"], row["trigger_id"]))
-        result.deliveries = [row[0] for row in await INSERT_DM_LOGS.execute(db, log_rows)]
+        paced = {rules.account_id for rules in accounts.values() if rules.paced}
+        for log_id, account_id in await INSERT_DM_LOGS.execute(db, log_rows):
+            result.deliveries.append(log_id)
+            if account_id in paced:
+                result.paced_rows.add(log_id)
+                result.paced_accounts.add(account_id)
     return result
 
 

@@ -36,7 +36,7 @@ from app.delivery.intake import triggers
 from app.delivery.intake.bulk import columns_of, unnest_arrays
 from app.delivery.intake.comments import enqueue_deliveries, ingest_comment_batch
 from app.delivery.intake.messaging_events import record_messaging
-from app.delivery.send.scheduling import delivery_key, job_for
+from app.delivery.send.scheduling import delivery_key, job_for, kick_pacer
 from app.instagram.webhook_payload import EnvelopeError, ParsedWebhook, decode_body, parse_webhook
 from app.queue import JobName, enqueue_many
 
@@ -66,6 +66,9 @@ class EventsIngest:
     """What one ingest run did: the deliveries to enqueue and a summary for the job result."""
 
     deliveries: list[int] = field(default_factory=list)
+    # Comment rows of accounts with a backlog, and those accounts: their pacers send them.
+    paced_rows: set[int] = field(default_factory=set)
+    paced_accounts: set[int] = field(default_factory=set)
     # New rows from taps and DM keyword triggers, with their kind (which job they are owed).
     dm_deliveries: list[tuple[int, TriggerKind]] = field(default_factory=list)
     processed: list[int] = field(default_factory=list)
@@ -87,8 +90,11 @@ class EventsIngest:
 
 
 async def enqueue_ingested(queue: Queue, outcome: EventsIngest) -> int:
-    """Every job an ingest run's commit owes: one per new row, by its kind."""
-    added = await enqueue_deliveries(queue, outcome.deliveries) if outcome.deliveries else 0
+    """Every job an ingest run's commit owes: one per new row, by its kind, except a comment
+    of an account with a backlog, which its pacer is told of instead."""
+    own = [log_id for log_id in outcome.deliveries if log_id not in outcome.paced_rows]
+    added = await enqueue_deliveries(queue, own) if own else 0
+    await kick_pacer(queue, outcome.paced_accounts)
     by_job: dict[JobName, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
     for log_id, kind in outcome.dm_deliveries:
         by_job[job_for(kind)].append((delivery_key(log_id, None), {"dm_log_id": log_id}))
@@ -123,6 +129,8 @@ async def ingest_events(db: Db, event_ids: Collection[int]) -> EventsIngest:
     messaging_counts = await record_messaging(db, messaging, accounts, work)
     result.dm_deliveries = await triggers.write(db, work)
     result.deliveries = comment_result.deliveries
+    result.paced_rows = comment_result.paced_rows
+    result.paced_accounts = comment_result.paced_accounts
     result.unknown_accounts = comment_result.unknown_accounts + messaging_counts.pop(
         None, Counter()
     )

@@ -11,7 +11,9 @@
   and a private one gets an inbox check.
 - Due-work relay: PENDING legs whose time has come but that no job is handling (a lost
   enqueue, Redis down, a worker killed with jobs in hand, an account back from a pause) are
-  enqueued again under the key a waiting job would have, so nothing piles up. Before that it
+  enqueued again under the key a waiting job would have, so nothing piles up; comments waiting
+  for the budget of an account with a backlog are left to its pacer, which the relay kicks
+  (`app.delivery.send.pacer`). Before that it
   lifts automatic pauses that have run out and settles work whose window has closed (7 days
   for a comment's private reply, 24 hours for a DM).
 
@@ -31,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.delivery.send.account_state import resume_expired_pauses
 from app.delivery.send.legs import MAX_PUBLIC_ATTEMPTS
-from app.delivery.send.scheduling import enqueue_delivery, enqueue_verification
+from app.delivery.send.scheduling import enqueue_delivery, enqueue_verification, kick_pacer
 
 logger = logging.getLogger("oncereply.delivery")
 
@@ -210,9 +212,17 @@ WHERE a.status = 'active'
         AND COALESCE(d.pr_next_attempt_at, d.created_at) <= now() - make_interval(secs => :grace))
     OR (d.pub_state = 'PENDING'
         AND COALESCE(d.pub_next_attempt_at, d.created_at) <= now() - make_interval(secs => :grace)))
+  -- A comment waiting for the budget of an account with a backlog is its pacer's.
+  AND NOT (d.trigger_kind = 'comment' AND d.pr_state = 'PENDING'
+           AND a.pr_backlog_since IS NOT NULL)
 ORDER BY d.id
 LIMIT :limit
 """
+)
+
+
+_PACED = text(
+    "SELECT id FROM instagram_accounts WHERE pr_backlog_since IS NOT NULL AND status = 'active'"
 )
 
 
@@ -221,6 +231,7 @@ class RelayResult:
     resumed_accounts: int
     expired: int
     enqueued: int
+    paced_accounts: int = 0
 
 
 async def relay_due_work(
@@ -236,6 +247,10 @@ async def relay_due_work(
     enqueued = 0
     for dm_log_id, retry_at, kind in due:
         enqueued += await enqueue_delivery(queue, dm_log_id, retry_at, kind=kind)
+    # Their pacers (a lost job, a Redis restart, an account back from a pause): a kick while
+    # one is waiting changes nothing.
+    paced = (await conn.execute(_PACED)).scalars().all()
+    await kick_pacer(queue, paced)
     if resumed or expired or due:
         logger.info(
             "due-work relay: %d accounts resumed, %d legs expired, %d rows re-enqueued",
@@ -243,4 +258,4 @@ async def relay_due_work(
             len(expired),
             enqueued,
         )
-    return RelayResult(resumed, len(expired), enqueued)
+    return RelayResult(resumed, len(expired), enqueued, len(paced))

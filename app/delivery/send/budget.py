@@ -1,41 +1,162 @@
-"""The hourly private-reply budget of each account, as one atomic Redis script.
+"""The hourly private-reply budget of each account, as atomic Redis scripts.
 
-Meta allows 750 private replies per hour per account. Each reservation is a member of a sorted
-set scored by its time; a reservation succeeds while fewer than `limit` members are younger
-than the window, otherwise the script answers when the oldest one ages out. Time comes from the
-Redis server, so workers on different hosts agree on it. A definite rejection gives its slot
-back (`release`); an ambiguous one keeps it, since Meta may have counted the message.
+Meta allows 750 private replies per rolling hour per account. Each slot is a member of a sorted
+set scored by its time; a slot is taken while fewer than `limit` members are younger than the
+window, otherwise the script answers when the oldest one ages out. Time comes from the Redis
+server, so workers on different hosts agree on it. Two ways to take slots:
 
-Redis being down makes `reserve` raise: the caller then waits and tries later, it never sends
+- `reserve`: one slot for one send (a comment found with no backlog);
+- `grant`: the account's pacer takes as many of the free slots as it has rows waiting, named
+  after the rows (`grant_member`), and the row's job `confirm`s its slot just before the send.
+
+After the call, a slot whose message Meta may have counted is `stamp`ed with the time the
+answer came, so it frees one window after Meta's own count began, never before. A definite
+rejection gives its slot back (`release`); an ambiguous one keeps it.
+
+Redis may keep nothing on disk: a restart loses the sorted set. Every script first checks the
+account's "built" marker; when it is missing, the budget is rebuilt from the `history` the
+caller gives (the sends recorded in PostgreSQL, `budget_history`) before anything is taken, so
+the cap per rolling window holds across the restart.
+
+Redis being down makes these raise: the caller then waits and tries later; it never sends
 without a slot.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 _KEY = "oncereply:pr-budget:{account_id}"
+_BUILT = "oncereply:pr-budget-built:{account_id}"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
-# KEYS[1] budget key; ARGV: limit, window ms, member. Returns {1, member} or {0, wait ms}.
-_RESERVE = """
+# Every script: KEYS[1] the sorted set, KEYS[2] the built marker; ARGV[1] limit, ARGV[2] window
+# ms. Answers {-1, 0} when the budget must be rebuilt first.
+_PRELUDE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('EXISTS', KEYS[2]) == 0 then return {-1, 0} end
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+local function wait_for(rank)
+  local nth = redis.call('ZRANGE', KEYS[1], rank, rank, 'WITHSCORES')
+  if nth[2] == nil then return 0 end
+  local wait = tonumber(nth[2]) + window - now
+  if wait < 1 then wait = 1 end
+  return wait
+end
+"""
+
+# ARGV[3] member. {1, 0} taken, or {0, ms until the oldest slot frees}.
+_RESERVE = (
+    _PRELUDE
+    + """
 if redis.call('ZCARD', KEYS[1]) < limit then
   redis.call('ZADD', KEYS[1], now, ARGV[3])
   redis.call('PEXPIRE', KEYS[1], window)
   return {1, 0}
 end
-local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-local wait = tonumber(oldest[2]) + window - now
-if wait < 1 then wait = 1 end
-return {0, wait}
+return {0, wait_for(0)}
 """
+)
+
+# ARGV[3] member. A granted slot about to be used: still held → scored now; aged out (its job
+# ran late) → taken again if there is room. {1, 0} or {0, ms until a slot frees}.
+_CONFIRM = (
+    _PRELUDE
+    + """
+if redis.call('ZSCORE', KEYS[1], ARGV[3]) or redis.call('ZCARD', KEYS[1]) < limit then
+  redis.call('ZADD', KEYS[1], now, ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], window)
+  return {1, 0}
+end
+return {0, wait_for(0)}
+"""
+)
+
+# ARGV[3] how many slots the pacer wants next time, ARGV[4..] members in order. Takes the
+# first members that fit: {taken, ms until the oldest slot frees (0: room left), ms until
+# ARGV[3] slots are free}.
+_GRANT = (
+    _PRELUDE
+    + """
+local used = redis.call('ZCARD', KEYS[1])
+local taken = 0
+for i = 4, #ARGV do
+  if used >= limit then break end
+  redis.call('ZADD', KEYS[1], now, ARGV[i])
+  used = used + 1
+  taken = taken + 1
+end
+if taken > 0 then redis.call('PEXPIRE', KEYS[1], window) end
+if used < limit then return {taken, 0, 0} end
+local want = tonumber(ARGV[3])
+if want > limit then want = limit end
+if want < 1 then want = 1 end
+return {taken, wait_for(0), wait_for(want - 1)}
+"""
+)
+
+# ARGV[3] as for _GRANT. {free slots, ms until the oldest slot frees, ms until ARGV[3] slots
+# are free} (both 0 when some are free).
+_FREE = (
+    _PRELUDE
+    + """
+local used = redis.call('ZCARD', KEYS[1])
+if used < limit then return {limit - used, 0, 0} end
+local want = tonumber(ARGV[3])
+if want > limit then want = limit end
+if want < 1 then want = 1 end
+return {0, wait_for(0), wait_for(want - 1)}
+"""
+)
+
+# ARGV[3] member: a slot Meta may have counted, scored with the time its answer came.
+_STAMP = (
+    _PRELUDE
+    + """
+if redis.call('ZADD', KEYS[1], 'XX', 'CH', now, ARGV[3]) == 1 then
+  redis.call('PEXPIRE', KEYS[1], window)
+end
+return {1, 0}
+"""
+)
+
+# KEYS as above; ARGV[1] window ms, then member, age ms pairs. Once per loss of the set: a
+# second rebuild (another worker's) finds the marker and adds nothing.
+_REBUILD = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+local window = tonumber(ARGV[1])
+local added = 0
+for i = 2, #ARGV, 2 do
+  local age = tonumber(ARGV[i + 1])
+  if age < window then
+    redis.call('ZADD', KEYS[1], now - age, ARGV[i])
+    added = added + 1
+  end
+end
+if added > 0 then redis.call('PEXPIRE', KEYS[1], window) end
+redis.call('SET', KEYS[2], '1')
+return added
+"""
+
+# (member, age in ms) of every slot the window still holds, read from the durable record.
+History = Callable[[int, float], Awaitable[Sequence[tuple[str, int]]]]
+
+
+async def _no_history(account_id: int, window_s: float) -> Sequence[tuple[str, int]]:
+    return ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,28 +174,102 @@ class BudgetFull:
     wait_s: float
 
 
+@dataclass(frozen=True, slots=True)
+class Granted:
+    """What `grant` took: the first `taken` members, and when the pacer should look again."""
+
+    taken: int
+    next_free_s: float  # until the oldest slot frees; 0 when slots are still free
+    batch_free_s: float  # until the batch the pacer asked for is free; 0 likewise
+
+
+@dataclass(frozen=True, slots=True)
+class Availability:
+    free: int
+    next_free_s: float  # 0 when `free` > 0
+    batch_free_s: float  # until the batch asked for is free; 0 likewise
+
+
+def grant_stamp(granted_at: datetime) -> int:
+    """A grant's time in whole microseconds, as PostgreSQL stores it: the grant's identity."""
+    return (granted_at - _EPOCH) // _MICROSECOND
+
+
+def grant_member(dm_log_id: int, granted_at: datetime) -> str:
+    """The slot the pacer granted a row, named from the row alone (so a rebuild finds it)."""
+    return f"g:{dm_log_id}:{grant_stamp(granted_at)}"
+
+
+class BudgetUnavailableError(RedisError):
+    """The budget could not be rebuilt (it kept vanishing); try again later."""
+
+
 class HourlyBudget:
-    def __init__(self, redis: Redis, *, limit: int, window_s: float = 3600.0) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        *,
+        limit: int,
+        window_s: float = 3600.0,
+        history: History = _no_history,
+    ) -> None:
         self._redis = redis
         self.limit = limit
+        self.window_s = window_s
         self.window_ms = int(window_s * 1000)
+        self._history = history
         self._reserve = redis.register_script(_RESERVE)
+        self._confirm = redis.register_script(_CONFIRM)
+        self._grant = redis.register_script(_GRANT)
+        self._free = redis.register_script(_FREE)
+        self._stamp = redis.register_script(_STAMP)
+        self._rebuild = redis.register_script(_REBUILD)
 
     async def reserve(self, account_id: int, *, tag: str = "") -> Slot | BudgetFull:
         member = f"{tag}:{uuid.uuid4().hex[:12]}" if tag else uuid.uuid4().hex
-        granted, wait_ms = await self._reserve(
-            keys=[_KEY.format(account_id=account_id)], args=[self.limit, self.window_ms, member]
-        )
+        granted, wait_ms = await self._run(self._reserve, account_id, member)
         if int(granted) == 1:
             return Slot(account_id, member)
         return BudgetFull(int(wait_ms) / 1000.0)
+
+    async def confirm(self, slot: Slot) -> Slot | BudgetFull:
+        """A granted slot, just before its send: held again from now, or taken anew."""
+        granted, wait_ms = await self._run(self._confirm, slot.account_id, slot.member)
+        return slot if int(granted) == 1 else BudgetFull(int(wait_ms) / 1000.0)
+
+    async def grant(self, account_id: int, members: Sequence[str], *, batch: int) -> Granted:
+        if not members:
+            return Granted(0, 0.0, 0.0)
+        taken, next_ms, batch_ms = await self._run(self._grant, account_id, batch, *members)
+        return Granted(int(taken), int(next_ms) / 1000.0, int(batch_ms) / 1000.0)
+
+    async def free(self, account_id: int, *, batch: int = 1) -> Availability:
+        free, next_ms, batch_ms = await self._run(self._free, account_id, batch)
+        return Availability(int(free), int(next_ms) / 1000.0, int(batch_ms) / 1000.0)
+
+    async def stamp(self, slot: Slot) -> None:
+        """The send's answer came: the slot counts from now (Meta counted it by now)."""
+        await self._run(self._stamp, slot.account_id, slot.member)
 
     async def release(self, slot: Slot) -> None:
         await self._redis.zrem(_KEY.format(account_id=slot.account_id), slot.member)
 
     async def used(self, account_id: int) -> int:
-        """Reservations in the current window (for the dashboard and tests)."""
+        """Slots in the current window (for the dashboard and tests)."""
         key = _KEY.format(account_id=account_id)
         seconds, micros = await self._redis.time()
         now_ms = int(seconds) * 1000 + int(micros) // 1000
         return int(await self._redis.zcount(key, now_ms - self.window_ms + 1, "+inf"))
+
+    async def _run(self, script: Any, account_id: int, *args: object) -> list[Any]:
+        keys = [_KEY.format(account_id=account_id), _BUILT.format(account_id=account_id)]
+        for _ in range(3):
+            answer: list[Any] = await script(keys=keys, args=[self.limit, self.window_ms, *args])
+            if int(answer[0]) != -1:
+                return answer
+            history = await self._history(account_id, self.window_s)
+            pairs: list[str | int] = []
+            for member, age_ms in history:
+                pairs += [member, max(0, int(age_ms))]
+            await self._rebuild(keys=keys, args=[self.window_ms, *pairs])
+        raise BudgetUnavailableError(f"the budget of account {account_id} kept vanishing")

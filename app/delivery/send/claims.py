@@ -111,7 +111,8 @@ SELECT d.id, d.workspace_id, d.account_id, d.campaign_id, d.trigger_kind, d.trig
        COALESCE(c.follow_up_delay_minutes, 0) AS follow_up_delay_minutes,
        CASE WHEN d.trigger_kind IN ('postback', 'message') AND d.pr_state = 'PENDING'
                  AND c.once_per_person
-            THEN {REVEALED_ELSEWHERE} ELSE false END AS revealed_elsewhere
+            THEN {REVEALED_ELSEWHERE} ELSE false END AS revealed_elsewhere,
+       d.pr_granted_at, a.pr_backlog_since IS NOT NULL AS account_backlog
 FROM dm_logs d
 JOIN instagram_accounts a ON a.id = d.account_id
 LEFT JOIN campaigns c ON c.id = d.campaign_id
@@ -197,6 +198,7 @@ leg AS (
         pr_claimed_by = :worker,
         pr_requested_at = NULL,
         pr_next_attempt_at = NULL,
+        pr_granted_at = NULL,
         message_text = CASE WHEN v.state = 'IN_FLIGHT' THEN :text ELSE d.message_text END,
         message_kind = :message_kind,
         pr_error_code = NULL,

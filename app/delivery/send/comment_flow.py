@@ -3,7 +3,12 @@
 Order: load (row, campaign, account in one query) → checks (campaign active, account able to
 send, deadline) → public-reply leg → private-reply leg: hourly slot (Redis) → one claim
 statement (person, quota, leg, attempt row) → send → classify → one record statement → give
-back the slot on a definite answer. Only the worker whose claim returned IN_FLIGHT calls Meta.
+back the slot on a definite answer (any other answer counts it from its arrival). Only the
+worker whose claim returned IN_FLIGHT calls Meta.
+
+The hourly slot is the one the account's pacer granted the row when the job carries that
+grant; otherwise the job takes a slot of its own, unless the account has a backlog. With no
+slot the row is left to the pacer and holds no job (`pacer`).
 The load and checks are `dispatch`'s (`steps.open_run`); `CommentFlow` does the rest.
 
 A public reply that says a DM was sent is posted only once the DM is SENT (the campaign's
@@ -42,10 +47,13 @@ from app.db.models import Leg, LegState, PersonClaim
 from app.delivery.content import compose, follow_gate
 from app.delivery.content.compose import Content
 from app.delivery.send import claims, recording
-from app.delivery.send.budget import BudgetFull, HourlyBudget, Slot
+from app.delivery.send.budget import BudgetFull, HourlyBudget, Slot, grant_member, grant_stamp
+from app.delivery.send.budget_history import account_budget
 from app.delivery.send.legs import AccountUnable, Claim, Delivery, LegUpdate
 from app.delivery.send.outcomes import call_report
+from app.delivery.send.pacer import GRANT_TTL_S, MISSED_REASON, queue_for_budget
 from app.delivery.send.quota import usage_month
+from app.delivery.send.scheduling import kick_pacer
 from app.delivery.send.steps import (
     REAUTH_WAIT,
     REDIS_WAIT,
@@ -61,9 +69,6 @@ from app.instagram.classify import Verdict, classify_error
 from app.instagram.graph import GraphError
 
 logger = logging.getLogger("oncereply.delivery")
-
-# Spread the wake-ups of work waiting for the same freed budget slot.
-BUDGET_JITTER_S = 30.0
 
 
 class CommentFlow:
@@ -101,6 +106,8 @@ class CommentFlow:
             sent = verdict is None
             if verdict is not None and verdict.definite:
                 await _release_slot(_budget(run), held.slot)
+            else:
+                await _stamp_slot(_budget(run), held.slot)
         if self._dm_first and run.delivery.pub_state is LegState.PENDING:
             await self._public_after_dm(sent_now=sent)
 
@@ -201,7 +208,33 @@ class _Held:
 
 
 def _budget(run: Run) -> HourlyBudget:
-    return HourlyBudget(run.resources.redis, limit=run.resources.settings.private_replies_per_hour)
+    return account_budget(run.resources)
+
+
+async def _take_slot(conn: AsyncConnection, run: Run, budget: HourlyBudget) -> Slot | None:
+    """The slot this send may use: the pacer's grant this job carries, else a slot of its own
+    when the account has no backlog; else the row is left to the pacer (None)."""
+    delivery = run.delivery
+    granted_at = delivery.pr_granted_at
+    if granted_at is not None and granted_at > run.now - timedelta(seconds=GRANT_TTL_S):
+        if run.grant != grant_stamp(granted_at):
+            # The pacer granted the row to another job, which sends it.
+            run.report.private = "granted to the pacer's job"
+            return None
+        taken = await budget.confirm(
+            Slot(delivery.account_id, grant_member(delivery.id, granted_at))
+        )
+    elif delivery.account_backlog:
+        await queue_for_budget(conn, delivery.id)
+        await kick_pacer(run.resources.queue, [delivery.account_id])
+        run.report.private = "waiting for budget"
+        return None
+    else:
+        taken = await budget.reserve(delivery.account_id, tag=str(delivery.id))
+    if isinstance(taken, BudgetFull):
+        await _budget_full(conn, run, taken)
+        return None
+    return taken
 
 
 async def _claim_private(conn: AsyncConnection, run: Run) -> _Held | None:
@@ -209,14 +242,13 @@ async def _claim_private(conn: AsyncConnection, run: Run) -> _Held | None:
     content = comment_content(delivery)
     budget = _budget(run)
     try:
-        reserved = await budget.reserve(delivery.account_id, tag=str(delivery.id))
+        reserved = await _take_slot(conn, run, budget)
     except (RedisError, OSError):
         reason = "waiting: the hourly budget (Redis) is unavailable"
         await recording.postpone(conn, delivery.id, now + REDIS_WAIT, reason, public=False)
         run.report.notes.append(reason)
         return None
-    if isinstance(reserved, BudgetFull):
-        await _budget_full(conn, run, reserved)
+    if reserved is None:
         return None
     claim = await claims.claim_private_reply(
         conn,
@@ -241,20 +273,19 @@ async def _claim_private(conn: AsyncConnection, run: Run) -> _Held | None:
 
 
 async def _budget_full(conn: AsyncConnection, run: Run, full: BudgetFull) -> None:
+    """No slot: the row waits for the account's pacer, holding no job of its own — unless its
+    7-day window closes before the next slot frees."""
     delivery = run.delivery
-    jitter = random.uniform(0, BUDGET_JITTER_S)  # noqa: S311 - spreading wake-ups, not secrecy
-    free_at = run.now + timedelta(seconds=full.wait_s + jitter)
+    free_at = run.now + timedelta(seconds=full.wait_s)
     if delivery.deadline_at is not None and free_at >= delivery.deadline_at:
-        reason = "the hourly private-reply budget stays full until the 7-day window closes"
         await recording.settle_pending(
-            conn, delivery.id, LegState.SKIPPED_WINDOW_EXPIRED, reason, public=False
+            conn, delivery.id, LegState.SKIPPED_WINDOW_EXPIRED, MISSED_REASON, public=False
         )
         run.report.private = LegState.SKIPPED_WINDOW_EXPIRED.value
         return
-    reason = "waiting for a slot in the account's hourly private-reply budget"
-    await recording.postpone(conn, delivery.id, free_at, reason, public=False)
+    await queue_for_budget(conn, delivery.id)
+    await kick_pacer(run.resources.queue, [delivery.account_id], at=free_at.timestamp())
     run.report.private = "waiting for budget"
-    run.next_due.append(free_at)
 
 
 async def _release_slot(budget: HourlyBudget, slot: Slot) -> None:
@@ -262,3 +293,11 @@ async def _release_slot(budget: HourlyBudget, slot: Slot) -> None:
         await budget.release(slot)
     except (RedisError, OSError):
         logger.warning("could not give back an hourly budget slot of account %s", slot.account_id)
+
+
+async def _stamp_slot(budget: HourlyBudget, slot: Slot) -> None:
+    try:
+        await budget.stamp(slot)
+    except (RedisError, OSError):
+        # The slot still counts from when it was taken, a moment before the send.
+        logger.warning("could not stamp an hourly budget slot of account %s", slot.account_id)

@@ -36,15 +36,22 @@ class Flow(Protocol):
 
 
 async def deliver(
-    resources: Resources, *, worker_id: str, dm_log_id: int, kind: TriggerKind | None = None
+    resources: Resources,
+    *,
+    worker_id: str,
+    dm_log_id: int,
+    kind: TriggerKind | None = None,
+    grant: int | None = None,
 ) -> Report:
     """Deliver the row's due legs. `kind` is the kind the job's name stands for; the row's own
-    trigger kind decides the flow, so it is not used."""
+    trigger kind decides the flow, so it is not used. `grant` is the budget slot the account's
+    pacer gave the row, when the pacer enqueued this job."""
     report = Report()
     async with autocommit(resources.engine) as conn:
         run = await open_run(conn, resources, report, worker_id=worker_id, dm_log_id=dm_log_id)
         if run is None:
             return report
+        run.grant = grant
         flow: Flow = CommentFlow(run) if run.is_comment else DmFlow(run)
         go_on = await flow.start(conn)
     if go_on:

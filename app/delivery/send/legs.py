@@ -76,6 +76,10 @@ class Delivery:
     # seen at load: `recording.settle_if_revealed` then settles it (and checks again as it
     # does).
     revealed_elsewhere: bool = False
+    # The comment path's budget: when the account's pacer granted this row a slot, and whether
+    # the account's private replies wait for its pacer (`app.delivery.send.pacer`).
+    pr_granted_at: datetime | None = None
+    account_backlog: bool = False
 
     def texts(self) -> CampaignTexts:
         """The campaign settings its messages are made of (`app.delivery.content.compose`)."""

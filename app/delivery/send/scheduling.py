@@ -11,6 +11,10 @@ Each trigger kind has its job (`JobName.PROCESS_COMMENT`, `PROCESS_MESSAGE`,
 runs whatever row it is given through the right flow (`app.delivery.send.dispatch`), so a
 caller that does not know a row's kind (the dashboard's retry) may enqueue `process_comment`
 for any row.
+
+A comment waiting for the hourly private-reply budget holds no job: its account's pacer
+(`pace_account`, keyed `pace:<account id>`, `kick_pacer`) hands the free slots out and
+enqueues one job per slot (`enqueue_granted`, keyed `deliver:<id>:g<grant>`).
 """
 
 from __future__ import annotations
@@ -18,13 +22,14 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from redis.exceptions import RedisError
 from saq import Queue
 
 from app.db.models import TriggerKind
-from app.queue import JobName, enqueue
+from app.queue import JobName, enqueue, enqueue_many
 
 logger = logging.getLogger("oncereply.delivery")
 
@@ -69,6 +74,40 @@ async def enqueue_delivery(
         logger.warning("could not enqueue delivery %s; the due-work relay will", dm_log_id)
         return False
     return True
+
+
+def pacer_key(account_id: int, at: float = 0) -> str:
+    """`pace:<account>` now, `pace:<account>:<epoch>` later: a pacer run schedules the next
+    under a key of its own, since its own key coalesces while it runs."""
+    return f"pace:{account_id}:{math.ceil(at)}" if at > 0 else f"pace:{account_id}"
+
+
+async def kick_pacer(queue: Queue, account_ids: Iterable[int], *, at: float = 0) -> int:
+    """Run the pacer of each account (at epoch `at`, 0: now) unless one is already waiting."""
+    started = 0
+    for account_id in account_ids:
+        try:
+            job = await enqueue(
+                queue,
+                JobName.PACE_ACCOUNT,
+                key=pacer_key(account_id, at),
+                scheduled=math.ceil(at) if at > 0 else 0,
+                account_id=account_id,
+            )
+        except (RedisError, OSError):
+            logger.warning("could not start the pacer of %s; the relay will", account_id)
+            continue
+        started += job is not None
+    return started
+
+
+async def enqueue_granted(queue: Queue, grants: Sequence[tuple[int, int]]) -> int:
+    """One `process_comment` job per row the pacer granted a slot: (row id, grant)."""
+    jobs = [
+        (f"deliver:{log_id}:g{grant}", {"dm_log_id": log_id, "grant": grant})
+        for log_id, grant in grants
+    ]
+    return await enqueue_many(queue, JobName.PROCESS_COMMENT, jobs) if jobs else 0
 
 
 async def enqueue_verification(

@@ -89,6 +89,8 @@ class Run:
     next_due: list[datetime] = field(default_factory=list)
     pr_due: bool = False
     pub_due: bool = False
+    # The pacer's grant this job carries (`budget.grant_stamp`), if it was enqueued by one.
+    grant: int | None = None
 
     @property
     def is_comment(self) -> bool:

@@ -41,27 +41,6 @@ async def test_budget_frees_as_the_window_slides(world: World) -> None:
     assert isinstance(await budget.reserve(7), Slot)
 
 
-async def test_a_full_budget_reschedules_and_a_closing_window_skips(world: World) -> None:
-    budget = HourlyBudget(
-        world.resources.redis, limit=world.resources.settings.private_replies_per_hour
-    )
-    for _ in range(world.resources.settings.private_replies_per_hour):
-        await budget.reserve(world.account_id)
-    waiting = await world.comment("jane.doe")
-    report = await deliver(world.resources, worker_id="w", dm_log_id=waiting.id)
-    assert report.private == "waiting for budget"
-    log = await world.log(waiting.id)
-    assert log.pr_state is LegState.PENDING
-    assert log.pr_attempts == 0
-    assert log.pr_next_attempt_at is not None
-    assert log.pr_next_attempt_at - log.created_at > timedelta(minutes=59)
-    # A comment whose 7-day window closes before a slot frees is not kept waiting.
-    late = await world.comment("marco_rossi", age=timedelta(days=6, hours=23, minutes=30))
-    report = await deliver(world.resources, worker_id="w", dm_log_id=late.id)
-    assert report.private == "SKIPPED_WINDOW_EXPIRED"
-    assert world.stats(waiting.trigger_id)["send_requests"] == 0
-
-
 async def test_quota_is_taken_by_exactly_as_many_as_it_allows(world: World) -> None:
     await world.execute("UPDATE workspaces SET monthly_dm_quota = 3")
     limited = world

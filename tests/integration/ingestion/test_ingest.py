@@ -500,3 +500,39 @@ async def test_messaging_items_land_in_the_messaging_ledger_once(resources: Reso
     events = {e.id: e for e in await rows(resources, WebhookEvent)}
     assert events[ids[1]].details == {"messaging": {"duplicate": 8}}
     assert events[ids[2]].details == {"messaging": {"unknown_account": 1}}
+
+
+async def test_comments_of_an_account_with_a_backlog_go_to_its_pacer_not_a_job_each(
+    resources: Resources,
+) -> None:
+    async with resources.sessionmaker() as session, session.begin():
+        account = await seed_account(session)
+        await seed_campaign(session, account)
+        other = await seed_account(session, ig_user_id=OTHER_ACCOUNT, username="other.shop")
+        await seed_campaign(session, other, media_id=OTHER_REEL)
+        await session.execute(
+            text("UPDATE instagram_accounts SET pr_backlog_since = now() WHERE id = :id"),
+            {"id": account.id},
+        )
+    (event_id,) = await store(
+        resources,
+        comments_body(
+            comment_value("17870000000000001"),
+            comment_value("17870000000000002", commenter_id="9900000000000002", username="bo"),
+        ),
+    )
+    (other_event,) = await store(
+        resources,
+        comments_body(
+            comment_value("17870000000000003", media_id=OTHER_REEL), account=OTHER_ACCOUNT
+        ),
+    )
+
+    summary = await run_ingest(resources, [event_id, other_event])
+
+    assert summary["deliveries"] == 3
+    other_log = (await rows(resources, DmLog, DmLog.account_id == other.id))[0]
+    keys = await queued_keys(resources)
+    assert sorted(keys) == sorted([f"deliver:{other_log.id}", f"pace:{account.id}"])
+    paced = await rows(resources, DmLog, DmLog.account_id == account.id)
+    assert [log.pr_state for log in paced] == [LegState.PENDING, LegState.PENDING]

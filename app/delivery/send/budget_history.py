@@ -1,0 +1,54 @@
+"""The hourly budget as PostgreSQL remembers it, for rebuilding it after Redis lost it.
+
+Every private reply Meta may have counted left a `delivery_attempts` row: in flight (no
+answer yet: counted from now, the latest Meta could count it), sent, or ambiguous, each from
+when its answer came. A row the pacer granted a slot that has not been claimed yet holds that
+slot too, under the name it was granted (`grant_member`), so its job's `confirm` finds it.
+Ages are computed by PostgreSQL and turned into scores by Redis, so the two clocks never have
+to agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import text
+
+from app.db.engine import autocommit
+from app.delivery.send.budget import HourlyBudget
+from app.resources import Resources
+
+_HISTORY = text(
+    """
+SELECT 'a:' || t.id AS member,
+       CAST(EXTRACT(EPOCH FROM now() - COALESCE(t.finished_at, now())) * 1000 AS bigint) AS age
+FROM delivery_attempts t JOIN dm_logs d ON d.id = t.dm_log_id
+WHERE d.account_id = :account_id AND d.trigger_kind = 'comment' AND t.leg = 'private_reply'
+  AND (t.classification IS NULL OR t.classification IN ('sent', 'ambiguous'))
+  AND COALESCE(t.finished_at, now()) > now() - make_interval(secs => :window)
+UNION ALL
+SELECT 'g:' || d.id || ':'
+           || CAST(EXTRACT(EPOCH FROM d.pr_granted_at) * 1000000 AS bigint) AS member,
+       CAST(EXTRACT(EPOCH FROM now() - d.pr_granted_at) * 1000 AS bigint) AS age
+FROM dm_logs d
+WHERE d.account_id = :account_id AND d.trigger_kind = 'comment' AND d.pr_state = 'PENDING'
+  AND d.pr_granted_at > now() - make_interval(secs => :window)
+"""
+)
+
+
+def account_budget(resources: Resources) -> HourlyBudget:
+    """The private-reply budget with the settings' cap and window, rebuilt from PostgreSQL."""
+
+    async def history(account_id: int, window_s: float) -> Sequence[tuple[str, int]]:
+        async with autocommit(resources.engine) as conn:
+            rows = await conn.execute(_HISTORY, {"account_id": account_id, "window": window_s})
+            return [(str(row.member), int(row.age)) for row in rows]
+
+    settings = resources.settings
+    return HourlyBudget(
+        resources.redis,
+        limit=settings.private_replies_per_hour,
+        window_s=settings.private_reply_window_s,
+        history=history,
+    )

@@ -1,0 +1,193 @@
+"""The per-account pacer: the hourly private-reply budget handed out earliest deadline first.
+
+When a comment's job finds the account's budget full, the comment waits without a job of its
+own (`queue_for_budget`): the row stays PENDING and due, and the account is marked as having a
+backlog (`instagram_accounts.pr_backlog_since`). From then on ingestion, the due-work relay and
+any job that meets such a row leave it to the account's pacer (`pace_account`, one job keyed
+`pace:<account id>`), which on each run:
+
+1. asks the budget how many slots are free;
+2. grants that many waiting rows, earliest deadline (oldest comment) first, in one statement
+   (`pr_granted_at`, `FOR UPDATE SKIP LOCKED`), and takes their slots in one Redis script,
+   named after the rows (`grant_member`); a row whose slot another process took meanwhile is
+   given back its place;
+3. enqueues one delivery job per granted row, and nothing for the others;
+4. when the budget is full, settles the rows whose 7-day window closes before the next slot
+   frees as SKIPPED_WINDOW_EXPIRED — they can no longer make it;
+5. runs again when a batch of slots (`batch_size`) will be free, or, with nothing left
+   waiting, clears the account's backlog mark.
+
+So the work per delivered DM stays constant however long the backlog grows, and two pacers of
+one account (two workers, a relay's kick racing a scheduled run) cannot hand out a slot twice:
+the rows are locked by the statement and the slots by the script. A granted row whose job was
+lost (Redis restarted) is granted again after `GRANT_TTL_S`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.db.engine import autocommit
+from app.delivery.send.budget import grant_member, grant_stamp
+from app.delivery.send.budget_history import account_budget
+from app.delivery.send.scheduling import enqueue_granted, kick_pacer
+from app.resources import Resources
+
+logger = logging.getLogger("oncereply.delivery")
+
+# A granted row whose job has not claimed it by then lost its job: it is granted again.
+GRANT_TTL_S = 120.0
+# The most rows one run grants (the budget's limit may be set far above Meta's 750).
+MAX_GRANTS = 1000
+MISSED_REASON = "the 7-day reply window closes before the hourly budget has a slot for it"
+WAITING_REASON = "waiting for a slot in the account's hourly private-reply budget"
+
+_WAITING = """d.account_id = :account_id AND d.trigger_kind = 'comment'
+  AND d.pr_state = 'PENDING' AND d.pr_attempts < d.pr_attempt_limit
+  AND (d.pr_next_attempt_at IS NULL OR d.pr_next_attempt_at <= now())
+  AND (d.pr_granted_at IS NULL
+       OR d.pr_granted_at < now() - make_interval(secs => :grant_ttl))"""
+
+_ACCOUNT = text(
+    """
+SELECT (a.status = 'active' OR (a.status = 'paused' AND a.paused_until IS NOT NULL
+        AND a.paused_until <= now())) AS can_send
+FROM instagram_accounts a WHERE a.id = :account_id
+"""
+)
+_GRANT = text(
+    f"""
+WITH chosen AS (
+    SELECT d.id FROM dm_logs d
+    WHERE {_WAITING} AND d.deadline_at > now()
+    ORDER BY d.deadline_at, d.id
+    LIMIT :n
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE dm_logs d SET pr_granted_at = now(), updated_at = now()
+FROM chosen c WHERE d.id = c.id
+RETURNING d.id, d.deadline_at, d.pr_granted_at
+"""  # noqa: S608 - module constants only; every value is a bound parameter
+)
+_UNGRANT = text(
+    "UPDATE dm_logs SET pr_granted_at = NULL "
+    "WHERE id = ANY(:ids) AND pr_state = 'PENDING' AND pr_granted_at = :granted_at"
+)
+_SKIP_MISSED = text(
+    f"""
+UPDATE dm_logs d SET pr_state = 'SKIPPED_WINDOW_EXPIRED', pr_error_message = :reason,
+    pr_granted_at = NULL, updated_at = now()
+WHERE {_WAITING} AND d.deadline_at <= now() + make_interval(secs => :free_in)
+RETURNING d.id
+"""  # noqa: S608 - module constants only
+)
+_ANY_WAITING = text(f"SELECT EXISTS (SELECT 1 FROM dm_logs d WHERE {_WAITING})")  # noqa: S608
+_CLEAR_BACKLOG = text(
+    f"""
+UPDATE instagram_accounts SET pr_backlog_since = NULL
+WHERE id = :account_id AND pr_backlog_since IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM dm_logs d WHERE {_WAITING})
+"""  # noqa: S608 - module constants only
+)
+# The row waits for the pacer, and its account has a backlog from now on.
+_QUEUE_FOR_BUDGET = text(
+    """
+WITH leg AS (
+    UPDATE dm_logs SET pr_next_attempt_at = NULL, pr_granted_at = NULL,
+        pr_error_message = :reason, updated_at = now()
+    WHERE id = :id AND pr_state = 'PENDING'
+    RETURNING account_id
+)
+UPDATE instagram_accounts a SET pr_backlog_since = now()
+FROM leg WHERE a.id = leg.account_id AND a.pr_backlog_since IS NULL
+"""
+)
+
+
+def batch_size(limit: int) -> int:
+    """How many free slots wake the pacer again: a fiftieth of the cap (15 of Meta's 750)."""
+    return max(1, limit // 50)
+
+
+@dataclass(slots=True)
+class PaceReport:
+    granted: int = 0
+    missed: int = 0
+    next_run_in_s: float | None = None
+    note: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "granted": self.granted,
+            "missed": self.missed,
+            "next_run_in_s": self.next_run_in_s,
+            "note": self.note,
+        }
+
+
+async def queue_for_budget(conn: AsyncConnection, dm_log_id: int) -> None:
+    """Leave a PENDING private reply to its account's pacer (the caller kicks the pacer)."""
+    await conn.execute(_QUEUE_FOR_BUDGET, {"id": dm_log_id, "reason": WAITING_REASON})
+
+
+async def pace_account(resources: Resources, account_id: int) -> PaceReport:
+    """One run of the account's pacer; see the module docstring."""
+    report = PaceReport()
+    budget = account_budget(resources)
+    batch = batch_size(budget.limit)
+    params: dict[str, object] = {"account_id": account_id, "grant_ttl": GRANT_TTL_S}
+    async with autocommit(resources.engine) as conn:
+        can_send = (await conn.execute(_ACCOUNT, params)).scalar()
+        if not can_send:
+            # The relay kicks the pacer again once the account is back.
+            report.note = "the account cannot send now"
+            return report
+        free = await budget.free(account_id, batch=batch)
+        next_free_s, batch_free_s = free.next_free_s, free.batch_free_s
+        if free.free > 0:
+            chosen = await conn.execute(_GRANT, {**params, "n": min(free.free, MAX_GRANTS)})
+            rows = sorted(chosen.all(), key=lambda row: (row.deadline_at, row.id))
+            grants = [(row.id, row.pr_granted_at) for row in rows]
+            taken = await budget.grant(
+                account_id, [grant_member(i, at) for i, at in grants], batch=batch
+            )
+            if taken.taken < len(grants):
+                # Another process took slots between the count and the grant.
+                await conn.execute(
+                    _UNGRANT,
+                    {"ids": [i for i, _ in grants[taken.taken :]], "granted_at": grants[0][1]},
+                )
+            granted = grants[: taken.taken]
+            report.granted = len(granted)
+            await enqueue_granted(resources.queue, [(i, grant_stamp(at)) for i, at in granted])
+            next_free_s, batch_free_s = taken.next_free_s, taken.batch_free_s
+        if next_free_s <= 0:
+            # Room left after granting every waiting row: the backlog is over.
+            await conn.execute(_CLEAR_BACKLOG, params)
+            report.note = "nothing left waiting"
+            return report
+        missed = (
+            await conn.execute(
+                _SKIP_MISSED, {**params, "free_in": next_free_s, "reason": MISSED_REASON}
+            )
+        ).all()
+        report.missed = len(missed)
+        if missed:
+            logger.info(
+                "account %s: %d comments can no longer get their private reply in time",
+                account_id,
+                len(missed),
+            )
+        if not (await conn.execute(_ANY_WAITING, params)).scalar():
+            await conn.execute(_CLEAR_BACKLOG, params)
+            report.note = "nothing left waiting"
+            return report
+    wait_s = max(next_free_s, batch_free_s)
+    report.next_run_in_s = wait_s
+    await kick_pacer(resources.queue, [account_id], at=time.time() + wait_s)
+    return report

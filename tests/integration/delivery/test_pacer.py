@@ -1,0 +1,229 @@
+"""The per-account pacer: a backlog drains through the hourly budget earliest deadline first,
+holding no job per waiting row, never past the cap — also across a loss of Redis's data and
+with several worker processes racing."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from sqlalchemy import text
+
+from app.db.engine import autocommit
+from app.db.models import DmLog, LegState
+from app.delivery.recovery import sweeps
+from app.delivery.send.budget import HourlyBudget, grant_stamp
+from app.delivery.send.budget_history import account_budget
+from app.delivery.send.dispatch import deliver
+from app.delivery.send.pacer import MISSED_REASON, WAITING_REASON, pace_account
+from app.delivery.send.scheduling import enqueue_delivery
+from app.queue.saq_adapter import pending_job_keys
+from app.resources import Resources
+from tests.integration.delivery.conftest import World
+from tests.support import infra
+from tests.support.processes import start_worker
+from tests.support.webhooks import queued_keys
+
+
+def _with_cap(resources: Resources, cap: int, window_s: float = 3600.0) -> Resources:
+    settings = dataclasses.replace(
+        resources.settings, private_replies_per_hour=cap, private_reply_window_s=window_s
+    )
+    return dataclasses.replace(resources, settings=settings)
+
+
+async def _fill(resources: Resources, account_id: int, count: int) -> None:
+    budget = account_budget(resources)
+    for _ in range(count):
+        await budget.reserve(account_id)
+
+
+async def _backlog_since(world: World) -> object:
+    async with autocommit(world.resources.engine) as conn:
+        return (
+            await conn.execute(
+                text("SELECT pr_backlog_since FROM instagram_accounts WHERE id = :id"),
+                {"id": world.account_id},
+            )
+        ).scalar()
+
+
+async def _deliver_granted(resources: Resources, world: World, rows: list[DmLog]) -> None:
+    """Run the jobs the pacer enqueued, as a worker would (each with its grant)."""
+    for row in rows:
+        log = await world.log(row.id)
+        assert log.pr_granted_at is not None, f"row {row.id} was not granted"
+        report = await deliver(
+            resources, worker_id="w", dm_log_id=row.id, grant=grant_stamp(log.pr_granted_at)
+        )
+        assert report.private == "SENT", report
+
+
+async def test_a_full_budget_leaves_the_comment_to_the_pacer_without_a_job(world: World) -> None:
+    resources = world.resources
+    await _fill(resources, world.account_id, resources.settings.private_replies_per_hour)
+    waiting = await world.comment("jane.doe")
+    report = await deliver(resources, worker_id="w", dm_log_id=waiting.id)
+    assert report.private == "waiting for budget"
+    log = await world.log(waiting.id)
+    assert (log.pr_state, log.pr_attempts, log.pr_next_attempt_at) == (LegState.PENDING, 0, None)
+    assert log.pr_error_message == WAITING_REASON
+    assert await _backlog_since(world) is not None
+    keys = await pending_job_keys(resources.queue)
+    assert not [k for k in keys if k.startswith("deliver:")], "the row holds no job of its own"
+    assert [k for k in keys if k.startswith(f"pace:{world.account_id}:")], keys
+    # A comment whose 7-day window closes before a slot frees is not kept waiting.
+    late = await world.comment("marco_rossi", age=timedelta(days=6, hours=23, minutes=30))
+    await world.execute("UPDATE instagram_accounts SET pr_backlog_since = NULL")
+    report = await deliver(resources, worker_id="w", dm_log_id=late.id)
+    assert report.private == "SKIPPED_WINDOW_EXPIRED"
+    assert (await world.log(late.id)).pr_error_message == MISSED_REASON
+    assert world.stats(waiting.trigger_id)["send_requests"] == 0
+
+
+async def test_the_pacer_hands_out_exactly_the_free_slots_oldest_comment_first(
+    world: World,
+) -> None:
+    resources = _with_cap(world.resources, 6)
+    fans = [await world.new_fan(f"fan.{n}") for n in range(6)]
+    # Made newest first, so id order and deadline order disagree.
+    rows = [await world.comment(fan, age=timedelta(hours=n)) for n, fan in enumerate(fans)]
+    await _fill(resources, world.account_id, 3)
+    await world.execute("UPDATE instagram_accounts SET pr_backlog_since = now()")
+    # A job that meets a row of an account with a backlog leaves it to the pacer.
+    report = await deliver(resources, worker_id="w", dm_log_id=rows[0].id)
+    assert report.private == "waiting for budget"
+
+    paced = await pace_account(resources, world.account_id)
+    assert paced.granted == 3
+    oldest = sorted(rows, key=lambda r: r.deadline_at or r.created_at)[:3]
+    granted = [r for r in rows if (await world.log(r.id)).pr_granted_at is not None]
+    assert {r.id for r in granted} == {r.id for r in oldest}
+    deliveries = [k for k in await queued_keys(resources) if k.startswith("deliver:")]
+    expected = []
+    for row in granted:
+        granted_at = (await world.log(row.id)).pr_granted_at
+        assert granted_at is not None
+        expected.append(f"deliver:{row.id}:g{grant_stamp(granted_at)}")
+    assert sorted(deliveries) == sorted(expected)
+    # A second pacer run finds the budget full: it grants nothing more, and runs again later.
+    again = await pace_account(resources, world.account_id)
+    assert (again.granted, again.missed) == (0, 0)
+    assert again.next_run_in_s is not None
+    assert again.next_run_in_s > 3000
+
+    # A job that is not the grant's does nothing; the grant's job sends.
+    report = await deliver(resources, worker_id="w", dm_log_id=oldest[0].id)
+    assert report.private == "granted to the pacer's job"
+    await _deliver_granted(resources, world, oldest)
+    assert await account_budget(resources).used(world.account_id) == 6
+    for row in rows:
+        expected = 1 if row in oldest else 0
+        assert world.stats(row.trigger_id)["send_requests"] == expected
+
+
+async def test_a_waiting_comment_that_cannot_make_its_window_is_skipped(world: World) -> None:
+    resources = _with_cap(world.resources, 2)
+    doomed = await world.comment("jane.doe", age=timedelta(days=6, hours=23, minutes=30))
+    fine = await world.comment("marco_rossi", age=timedelta(days=1))
+    await _fill(resources, world.account_id, 2)
+    await world.execute("UPDATE instagram_accounts SET pr_backlog_since = now()")
+    paced = await pace_account(resources, world.account_id)
+    assert (paced.granted, paced.missed) == (0, 1)
+    log = await world.log(doomed.id)
+    assert log.pr_state is LegState.SKIPPED_WINDOW_EXPIRED
+    assert log.pr_error_message == MISSED_REASON
+    assert (await world.log(fine.id)).pr_state is LegState.PENDING
+    assert world.stats(doomed.trigger_id)["send_requests"] == 0
+
+
+async def test_losing_redis_mid_backlog_neither_exceeds_the_cap_nor_loses_a_row(
+    world: World, test_redis: infra.TestRedis
+) -> None:
+    resources = _with_cap(world.resources, 6)
+    fans = [await world.new_fan(f"fan.{n}") for n in range(9)]
+    rows = [await world.comment(fan) for fan in fans]
+    reports = [await deliver(resources, worker_id="w", dm_log_id=r.id) for r in rows[:5]]
+    assert [r.private for r in reports] == ["SENT"] * 5
+    await world.execute("UPDATE instagram_accounts SET pr_backlog_since = now()")
+    # The pacer grants the last free slot: that row's job is queued when Redis loses
+    # everything.
+    assert (await pace_account(resources, world.account_id)).granted == 1
+    granted = [r for r in rows if (await world.log(r.id)).pr_granted_at is not None]
+    assert len(granted) == 1
+
+    test_redis.flush()  # a restart of a Redis that keeps nothing on disk
+
+    # The budget is rebuilt from PostgreSQL: five sends and one grant hold all six slots.
+    paced = await pace_account(resources, world.account_id)
+    assert paced.granted == 0
+    budget = account_budget(resources)
+    assert await budget.used(world.account_id) == 6
+    # The relay notices the account's backlog and restarts its pacer (its job was lost too).
+    async with autocommit(resources.engine) as conn:
+        relayed = await sweeps.relay_due_work(conn, resources.queue, grace_s=0)
+    assert relayed.paced_accounts == 1
+    assert [k for k in await pending_job_keys(resources.queue) if k.startswith("pace:")]
+    # The granted row's job, run again, still sends under its grant, within the cap.
+    await _deliver_granted(resources, world, granted)
+    assert await budget.used(world.account_id) == 6
+
+    # Nothing is lost: with room again (a higher cap stands in for the hour passing), the
+    # pacer hands out the rest and every fan gets exactly one message.
+    roomy = _with_cap(world.resources, 9)
+    assert (await pace_account(roomy, world.account_id)).granted == 3
+    rest = [r for r in rows if (await world.log(r.id)).pr_state is LegState.PENDING]
+    await _deliver_granted(roomy, world, rest)
+    assert await _backlog_since(world) is None, "nothing is left waiting: the backlog is over"
+    for row in rows:
+        assert (await world.log(row.id)).pr_state is LegState.SENT
+        assert world.stats(row.trigger_id)["send_requests"] == 1
+
+
+async def test_several_workers_drain_a_backlog_within_the_cap_and_finish_every_row(
+    world: World, delivery_env: dict[str, str], artifacts_dir: Path
+) -> None:
+    cap, window_s = 4, 3.0
+    env = {
+        **delivery_env,
+        "PRIVATE_REPLIES_PER_HOUR": str(cap),
+        "PRIVATE_REPLY_WINDOW_S": str(window_s),
+    }
+    fans = [await world.new_fan(f"wave.fan{n}") for n in range(24)]
+    rows = [await world.comment(fan) for fan in fans]
+    workers = [start_worker(env, artifacts_dir, f"pacer-worker-{n}") for n in range(3)]
+    try:
+        for row in rows:
+            await enqueue_delivery(world.resources.queue, row.id)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            states = [(await world.log(r.id)).pr_state for r in rows]
+            if all(state.is_final for state in states):
+                break
+            await asyncio.sleep(0.5)
+        else:
+            raise AssertionError(f"not every row settled within 240 s: {states}")
+    finally:
+        for worker in workers:
+            worker.stop()
+    assert all(state is LegState.SENT for state in states), states
+    times = sorted(m["time"] for m in world.admin.messages() if m["comment_id"])
+    assert len(times) == len(rows), "exactly one private reply per comment"
+    most = max(sum(1 for t in times if start <= t < start + window_s) for start in times)
+    assert most <= cap, f"{most} private replies within {window_s} s; the cap is {cap}"
+
+
+async def test_rebuilt_budget_counts_only_what_meta_may_have_counted(world: World) -> None:
+    resources = _with_cap(world.resources, 10)
+    sent = await world.comment("jane.doe")
+    rejected = await world.comment("marco_rossi")
+    assert (await deliver(resources, worker_id="w", dm_log_id=sent.id)).private == "SENT"
+    world.admin.add_fault("messages", "reject", code=551, times=1)
+    assert (await deliver(resources, worker_id="w", dm_log_id=rejected.id)).private == "FAILED"
+    await resources.redis.flushdb()
+    # Only the delivered reply holds a slot once the budget is rebuilt.
+    assert await HourlyBudget(resources.redis, limit=10).used(world.account_id) == 0
+    assert (await account_budget(resources).free(world.account_id)).free == 9
