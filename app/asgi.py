@@ -38,6 +38,7 @@ from app.web.log import log_router
 from app.web.meta_callbacks import MetaCallbacksController
 from app.web.overview import home
 from app.web.same_origin import same_origin_only
+from app.web.setup_doctor import SetupDoctorController
 from app.web.team import switch_workspace, team_router
 from app.web.templating import template_config
 from app.web.webhooks import instagram_webhook, webhook_intake_lifespan
@@ -82,6 +83,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             InviteController,
             instagram_webhook,
             MetaCallbacksController,
+            SetupDoctorController,
             create_static_files_router(path="/static", directories=[STATIC_DIR], name="static"),
         ],
         # Entered in order, left in reverse: the webhook intake stops before the resources.

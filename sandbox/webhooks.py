@@ -241,12 +241,14 @@ class WebhookSender:
         """Queue one event for delivery; synchronous so callers stay atomic."""
         event.id = len(self.events) + 1
         self.events.append(event)
-        if self.registration is None:
-            event.status = "no_callback"
-            return
+        # What Meta would not send at all is decided first: a test without a callback can
+        # still tell the events that would have gone (no_callback) from those that would not.
         held = self._held_by_platform(event)
         if held is not None:
             event.status = held
+            return
+        if self.registration is None:
+            event.status = "no_callback"
             return
         rule = self._faults.match(
             "webhook", FaultTarget(event.account_id, event.comment_id, event.fan)

@@ -255,6 +255,7 @@ async def complete_connect(
             me=me,
             token=token,
             expires_at=datetime.now(UTC) + timedelta(seconds=expires_in),
+            permissions=short.permissions,
         )
         if account_id is None:
             await record_event(
@@ -280,6 +281,7 @@ async def upsert_account(
     me: dict[str, Any],
     token: str,
     expires_at: datetime,
+    permissions: tuple[str, ...] | None = None,
 ) -> int | None:
     """Insert or restore the account; None when another workspace owns it."""
     sealed = InstagramAccount(ig_user_id=ig_user_id)
@@ -300,6 +302,7 @@ async def upsert_account(
         "paused_until": None,
         "webhook_subscribed_at": None,
         "webhook_fields": None,
+        "granted_permissions": list(permissions) if permissions is not None else None,
     }
     statement = insert(InstagramAccount).values(**values)
     excluded = statement.excluded

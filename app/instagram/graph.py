@@ -192,6 +192,17 @@ class GraphClient:
         )
         return bool(response.data.get("success"))
 
+    async def subscribed_fields(self, token: str, ig_user_id: str) -> list[str]:
+        """The fields this app's subscription for the account holds, as Instagram reports them
+        (`{"data":[{"subscribed_fields":[…]}]}`; no entry: not subscribed)."""
+        data = (await self.request("GET", f"{ig_user_id}/subscribed_apps", token=token)).data
+        fields: list[str] = []
+        for entry in data.get("data") or []:
+            listed = entry.get("subscribed_fields") if isinstance(entry, dict) else None
+            if isinstance(listed, list):
+                fields.extend(str(f) for f in listed if str(f) not in fields)
+        return fields
+
     async def exchange_long_lived_token(self, short_token: str, app_secret: str) -> dict[str, Any]:
         params = {
             "grant_type": "ig_exchange_token",

@@ -68,6 +68,8 @@ class ShortLivedToken:
     access_token: str
     # As the token endpoint reports it (often the app-scoped id); `/me.user_id` is what counts.
     user_id: str | None
+    # What the person granted on the permission screen (they can refuse one); None if unsaid.
+    permissions: tuple[str, ...] | None = None
 
 
 def redirect_uri(settings: Settings) -> str:
@@ -140,6 +142,15 @@ async def exchange_code(
     return _parse_token(dict(token))
 
 
+def _permissions(raw: object) -> tuple[str, ...] | None:
+    """A list in practice, a comma-separated string in the documentation."""
+    if isinstance(raw, str):
+        raw = raw.split(",")
+    if not isinstance(raw, list):
+        return None
+    return tuple(dict.fromkeys(str(p).strip()[:64] for p in raw if str(p).strip()))
+
+
 def _parse_token(body: dict[str, Any]) -> ShortLivedToken:
     data = body.get("data")
     if isinstance(data, list) and data and isinstance(data[0], dict):
@@ -148,7 +159,9 @@ def _parse_token(body: dict[str, Any]) -> ShortLivedToken:
     if isinstance(access_token, str) and access_token:
         user_id = body.get("user_id")
         return ShortLivedToken(
-            access_token=access_token, user_id=str(user_id) if user_id is not None else None
+            access_token=access_token,
+            user_id=str(user_id) if user_id is not None else None,
+            permissions=_permissions(body.get("permissions")),
         )
     message = body.get("error_message") or body.get("error_description") or "no access_token"
     raise OAuthExchangeError(f"token endpoint refused: {message}", rejected=True)

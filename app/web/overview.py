@@ -22,6 +22,7 @@ from app.db.models import AccountStatus
 from app.delivery_log.overview import load_overview
 from app.health import check_health
 from app.resources import Resources
+from app.setup_doctor.run import overview_failures
 from app.web.htmx import wants_partial
 
 
@@ -47,6 +48,11 @@ async def home(
         "now": datetime.now(UTC),
     }
     partial = wants_partial(request)
+    if not partial:
+        # Only on a full load: the 10 s refresh swaps the numbers, not this link.
+        context["doctor_failures"] = await overview_failures(
+            resources, db_session, viewer.workspace_id
+        )
     return Template(
         "overview/_body.html" if partial else "overview/index.html",
         context=context,

@@ -40,6 +40,8 @@ class InstagramAccount(Base):
     token_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     webhook_subscribed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     webhook_fields: Mapped[list[str] | None] = mapped_column(ARRAY(String(64)))
+    # The permissions Instagram reported granting at the last connect (NULL: not reported).
+    granted_permissions: Mapped[list[str] | None] = mapped_column(ARRAY(String(64)))
     status: Mapped[AccountStatus] = mapped_column(
         str_enum(AccountStatus, "account_status"),
         default=AccountStatus.ACTIVE,
