@@ -19,7 +19,7 @@ SANDBOX_PORT ?= 8100
 # make dev copies each process's output here (git-ignored) to show it when a start fails.
 DEV_LOGS := .dev
 
-.PHONY: help install services env migrate dev web worker sandbox test lint format typecheck \
+.PHONY: help install services env migrate dev web worker sandbox test lint format typecheck fuzz \
         migrate-check unit integration e2e chromium clean bench-deliver chaos bench bench-smoke \
         bench-log bench-liveness
 
@@ -118,7 +118,7 @@ dev: install services .env migrate ## run web (:8000), worker and the Instagram 
 	wait
 
 test: install services chromium lint typecheck migrate-check ## everything CI runs: lint, types, migrations, unit + integration, e2e
-	@$(RUN) pytest tests/unit tests/integration -q
+	@$(RUN) pytest tests/unit tests/integration tests/fuzz -q
 	@$(RUN) pytest tests/e2e -q
 	@$(call smoke,bench.chaos,chaos)
 	@$(MAKE) --no-print-directory bench-smoke
@@ -143,6 +143,10 @@ migrate-check: ## upgrade a scratch database to head, then `alembic check` for m
 	trap "dropdb -h 127.0.0.1 -U postgres --if-exists $$db" EXIT; \
 	export ONCEREPLY_ENV_FILE= DATABASE_URL=postgresql://postgres@127.0.0.1:5432/$$db; \
 	$(RUN) alembic upgrade head && $(RUN) alembic check
+
+fuzz: install services ## the route fuzzer's long profile: every route, owner/member/stranger (about 30 min)
+	@FUZZ_PROFILE=long $(RUN) pytest tests/fuzz -q
+	@cat test-results/fuzz-routes.json
 
 unit: install ## unit tests only
 	@$(RUN) pytest tests/unit -q
