@@ -36,8 +36,8 @@ class Fleet:
     def start(self) -> None:
         self.webs = [self._web(port) for port in self.web_ports]
         self.workers = [self._worker(i) for i in range(self.worker_count)]
-        for port in self.web_ports:
-            self._wait_web(port)
+        for web, port in zip(self.webs, self.web_ports, strict=True):
+            self._wait_web(web, port)
 
     def _spawn(self, name: str, args: list[str]) -> Child:
         self._starts += 1
@@ -56,9 +56,11 @@ class Fleet:
     def _worker(self, index: int) -> Child:
         return self._spawn(f"worker-{index}", ["-m", "worker"])
 
-    def _wait_web(self, port: int, timeout: float = 120.0) -> None:
+    def _wait_web(self, web: Child, port: int, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if not web.running:
+                raise RuntimeError(f"{web.name} exited at start:\n{web.tail()}")
             try:
                 httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
             except httpx.TransportError:

@@ -29,13 +29,12 @@ from bench.chaos.plan import (
     webhook_faults,
 )
 from bench.chaos.progress import Snapshot, Watch
-from bench.chaos.services import OwnPostgres, OwnRedis, Scratch, run_as
+from bench.chaos.services import OwnPostgres, OwnRedis, Scratch, distinct_ports, run_as
 from bench.chaos.verdict import Observed, Row, judge
 from bench.chaos.world import ACCOUNT, World, build
 from sandbox.client import SandboxAdmin
 from tests.support.dashboard import sandbox_env, web_env_for
 from tests.support.infra import base_env
-from tests.support.processes import free_port
 from tests.support.sandbox_process import SandboxProcess, start_sandbox
 
 WORKERS = 3
@@ -72,8 +71,8 @@ class Size:
     check_grace_s: float  # how long an UNCONFIRMED row may wait for its inbox check
 
 
-FULL = Size(10_000, 200, 40.0, 3.0, 10, 15.0, 300.0, 90.0)
-SMOKE = Size(300, 100, 25.0, 3.0, 10, 10.0, 240.0, 45.0)
+FULL = Size(10_000, 200, 40.0, 3.0, 10, 15.0, 300.0, 60.0)
+SMOKE = Size(300, 100, 25.0, 3.0, 10, 10.0, 240.0, 30.0)
 
 
 class Poster(threading.Thread):
@@ -262,27 +261,29 @@ class Stack:
 def start_stack(
     scratch: Scratch, size: Size, shape: Shape, tag: str, *, note: Callable[[str], None]
 ) -> Stack:
+    # The balancer listens first; then every other port is chosen at once, all different.
+    pg_port, redis_port, sandbox_port, *web_ports = distinct_ports(3 + WEBS)
+    balancer = scratch.balancer = Balancer(web_ports).start()
     pg_folder = scratch.folder / "pg"
     pg_folder.mkdir()
-    postgres = scratch.postgres = OwnPostgres(pg_folder, free_port(), run_as())
+    postgres = scratch.postgres = OwnPostgres(pg_folder, pg_port, run_as())
     postgres.init()
     postgres.start()
     note("PostgreSQL cluster started")
-    redis_server = scratch.redis = OwnRedis(scratch.folder, free_port())
+    redis_server = scratch.redis = OwnRedis(scratch.folder, redis_port)
     redis_server.start()
     database_url = postgres.create_database("oncereply_chaos")
     migrate(database_url)
     note("migrated")
     env = base_env(database_url, redis_server.url)
     log_dir = logs_folder()
-    web_ports = [free_port() for _ in range(WEBS)]
-    balancer = scratch.balancer = Balancer(web_ports).start()
     sandbox = scratch.sandbox = start_sandbox(
         {
             **sandbox_env(env),
             "SANDBOX_WEBHOOK_CALLBACK_URL": f"{balancer.url}/webhooks/instagram",
             "SANDBOX_WEBHOOK_VERIFY_TOKEN": env["WEBHOOK_VERIFY_TOKEN"],
         },
+        port=sandbox_port,
         log_dir=log_dir,
     )
     note("sandbox started")

@@ -16,6 +16,7 @@ import os
 import pwd
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -44,6 +45,19 @@ def pg_binary(name: str) -> str:
         if candidate.exists():
             return str(candidate)
     raise RuntimeError(f"{name} not found on PATH nor in {', '.join(PG_BIN_DIRS)}")
+
+
+def distinct_ports(count: int) -> list[int]:
+    """Free loopback ports, all different: each socket stays bound until all are chosen (one
+    by one, the kernel may hand out the same port twice before anyone listens on it)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def run_as() -> str | None:
