@@ -24,5 +24,7 @@ Then `verdict` compares, comment by comment, the sandbox's record (what was deli
 webhooks were dropped or repeated) with our database (ledger and rows), and the run prints one
 JSON object; the exit status is 1 unless `ok`. Every process and the scratch folder are
 removed at the end, also on failure, Ctrl-C or SIGTERM; the processes' logs stay in
-`test-results/chaos/<pid>/` only when the run was not ok or an inbox check never came.
+`test-results/chaos/<pid>/` only when the run was not ok. For a few comments of each problem,
+and of the UNCONFIRMED rows, the JSON shows our row with its attempts and the sandbox's send
+requests (`explained`).
 """

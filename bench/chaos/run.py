@@ -392,6 +392,7 @@ def report(stack: Stack, drive: Drive, ending: str, rules: list[dict[str, Any]])
                 "unconfirmed",
                 "unconfirmed_delivered",
                 "unconfirmed_unchecked",
+                "unconfirmed_missed_by_check",
             )
         },
         "seconds": round(time.monotonic() - drive.timeline.started, 1),
@@ -410,9 +411,10 @@ def report(stack: Stack, drive: Drive, ending: str, rules: list[dict[str, Any]])
         "timeline": drive.timeline.entries,
         "examples": verdict["examples"],
     }
-    if not result["ok"] or verdict["unconfirmed_unchecked"]:
+    if not result["ok"]:
         result["logs"] = str(logs_folder())
-        examples = {**verdict["examples"], "unconfirmed_unchecked": verdict["unchecked_examples"]}
+    if not result["ok"] or verdict["unconfirmed"]:
+        examples = {**verdict["examples"], **verdict["unconfirmed_examples"]}
         result["explained"] = explain(stack.database_url, admin, examples)
     return result
 

@@ -14,7 +14,8 @@ sandbox delivered for it (another row's message). `failed_delivered`: rows FAILE
 whose comment did get a private reply (the dashboard would say it never went). `ok` needs all
 five at zero. UNCONFIRMED rows are allowed (we did not know), and counted:
 `unconfirmed_delivered` are those the sandbox shows delivered, after the inbox check ran;
-`unconfirmed_unchecked` those the inbox check never looked at.
+`unconfirmed_unchecked` those the inbox check never looked at, `unconfirmed_missed_by_check`
+those it looked at and did not find although the sandbox delivered them.
 """
 
 from __future__ import annotations
@@ -55,7 +56,9 @@ def judge(observed: Observed) -> dict[str, Any]:
         "failed_delivered": [],
     }
     unconfirmed = unconfirmed_delivered = 0
-    unchecked: list[str] = []
+    # UNCONFIRMED rows, for a look (none is a wrong answer): never checked in the inbox;
+    # checked but not found although delivered; not delivered at all.
+    unconfirmed_rows: dict[str, list[str]] = {"unchecked": [], "missed": [], "undelivered": []}
     states: dict[str, int] = {}
     for comment in observed.comments:
         mids = list(observed.delivered.get(comment, ()))
@@ -75,7 +78,11 @@ def judge(observed: Observed) -> dict[str, Any]:
             unconfirmed += 1
             unconfirmed_delivered += bool(mids)
             if not row.checked:
-                unchecked.append(comment)
+                unconfirmed_rows["unchecked"].append(comment)
+            elif mids:
+                unconfirmed_rows["missed"].append(comment)
+            if not mids:
+                unconfirmed_rows["undelivered"].append(comment)
         elif mids:
             problems["failed_delivered"].append(comment)
     missed_webhook = observed.dropped | observed.given_up
@@ -85,7 +92,8 @@ def judge(observed: Observed) -> dict[str, Any]:
         **counts,
         "unconfirmed": unconfirmed,
         "unconfirmed_delivered": unconfirmed_delivered,
-        "unconfirmed_unchecked": len(unchecked),
+        "unconfirmed_unchecked": len(unconfirmed_rows["unchecked"]),
+        "unconfirmed_missed_by_check": len(unconfirmed_rows["missed"]),
         "private_replies_delivered": sum(len(m) for m in observed.delivered.values()),
         "final_states": dict(sorted(states.items())),
         "webhooks_dropped": len(observed.dropped),
@@ -97,5 +105,9 @@ def judge(observed: Observed) -> dict[str, Any]:
         "seen_first_by_poll": sum(1 for via in observed.seen_via.values() if via == "poll"),
         "ok": not any(counts.values()),
         "examples": {name: found[:SAMPLES] for name, found in problems.items() if found},
-        "unchecked_examples": unchecked[:SAMPLES],
+        "unconfirmed_examples": {
+            f"unconfirmed_{name}": found[:SAMPLES]
+            for name, found in unconfirmed_rows.items()
+            if found
+        },
     }

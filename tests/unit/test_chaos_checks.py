@@ -92,6 +92,12 @@ def test_unconfirmed_is_allowed_and_counted() -> None:
     assert verdict["unconfirmed"] == 3
     assert verdict["unconfirmed_delivered"] == 2
     assert verdict["unconfirmed_unchecked"] == 1
+    assert verdict["unconfirmed_missed_by_check"] == 1
+    assert verdict["unconfirmed_examples"] == {
+        "unconfirmed_unchecked": ["c2"],
+        "unconfirmed_missed": ["c1"],
+        "unconfirmed_undelivered": ["c3"],
+    }
 
 
 def test_only_comments_whose_webhook_never_came_count_as_recovered() -> None:
