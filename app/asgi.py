@@ -36,6 +36,7 @@ from app.web.health import HealthController
 from app.web.invite_link import InviteController
 from app.web.log import log_router
 from app.web.meta_callbacks import MetaCallbacksController
+from app.web.metrics import MetricsController
 from app.web.overview import home
 from app.web.same_origin import same_origin_only
 from app.web.setup_doctor import SetupDoctorController
@@ -84,6 +85,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             instagram_webhook,
             MetaCallbacksController,
             SetupDoctorController,
+            MetricsController,
             create_static_files_router(path="/static", directories=[STATIC_DIR], name="static"),
         ],
         # Entered in order, left in reverse: the webhook intake stops before the resources.

@@ -57,6 +57,11 @@ class Settings:
     # The private-reply budget's rolling window: Meta's hour. Only tests and benchmarks shorten
     # it (PRIVATE_REPLY_WINDOW_S), so a backlog drains in minutes instead of days.
     private_reply_window_s: float = 3600.0
+    # `/metrics`: with a token, only requests bearing it; without one, only loopback clients.
+    metrics_token: str | None = None
+    # A worker's own metrics (its counters) on this port; None: not served.
+    worker_metrics_port: int | None = None
+    worker_metrics_host: str = "127.0.0.1"
 
     @property
     def cookie_secure(self) -> bool:
@@ -116,6 +121,9 @@ def load_settings(
         private_reply_window_s=reader.optional(
             "PRIVATE_REPLY_WINDOW_S", _float_between(1.0, 3600.0), 3600.0
         ),
+        metrics_token=reader.optional("METRICS_TOKEN", _parse_metrics_token, None),
+        worker_metrics_port=reader.optional("WORKER_METRICS_PORT", _int_between(1, 65535), None),
+        worker_metrics_host=reader.optional("WORKER_METRICS_HOST", _non_empty, "127.0.0.1"),
     )
 
 
@@ -170,6 +178,12 @@ def _read_env_file(path: str | None) -> dict[str, str]:
 
 
 def _non_empty(raw: str) -> str:
+    return raw
+
+
+def _parse_metrics_token(raw: str) -> str:
+    if len(raw) < 16:
+        raise ValueError("must be at least 16 characters (try: openssl rand -hex 16)")
     return raw
 
 

@@ -32,6 +32,7 @@ from app.heartbeat import (
     write_heartbeat,
 )
 from app.jobs.registry import JOBS, RegisteredJob, registry_problems
+from app.metrics import worker_metrics
 from app.queue import open_queue
 from app.queue.saq_adapter import running_job_tasks, stop_event
 from app.resources import Resources
@@ -98,6 +99,14 @@ def build_worker(
             db_pool_size=min(settings.worker_concurrency, 20),
             db_pre_ping=False,
         )
+        if settings.worker_metrics_port is not None:
+            # Off by default; a port in use stops the worker here, before it takes a job.
+            worker_metrics(settings.worker_metrics_host, settings.worker_metrics_port)
+            logger.info(
+                "metrics on http://%s:%d/metrics",
+                settings.worker_metrics_host,
+                settings.worker_metrics_port,
+            )
         state = WorkerState(worker_id=identity, resources=resources, started_at=time.time())
         ctx["state"] = state
         # Everything loaded so far lives as long as the process: keep it out of the garbage

@@ -10,9 +10,11 @@ private-reply state (one `GROUP BY` over today's slice of `ix_dm_logs_ws_created
   later proven delivered — found in the conversation, or a retry answered "this comment already
   has its private reply" (100/2534025) — so nothing was sent twice;
 
-Comments Instagram delivered again in a later webhook are blocked too (they find their ledger
-row), but that count is not on a workspace's page: ingest records it per webhook POST, and one
-POST can carry entries for accounts of several workspaces, so it cannot be attributed to one.
+"Repeats absorbed" (the last 24 h, per account and kind, from `idempotency_hits`): comments
+Instagram sent again in a webhook (ingest counts them per account, as it finds their ledger
+row), delivery jobs for a leg another job already sent or was sending, and dashboard buttons
+submitted twice (the workspace's, not an account's). A sudden rise in the first says Meta is
+redelivering more than usual.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.cards import AccountCard, list_accounts
-from app.db.models import DmLog, EventLevel, LegState, OperationalEvent
+from app.db.models import DmLog, EventLevel, IdempotencyHitKind, LegState, OperationalEvent
+from app.operations.idempotency_hits import HitCount, hits_last_24h
 
 RECENT_EVENTS = 15
 
@@ -80,6 +83,30 @@ class EventRow:
 
 
 @dataclass(slots=True)
+class Repeats:
+    """Repeats absorbed in the last 24 h for one account (None: the dashboard's buttons)."""
+
+    account_id: int | None
+    username: str | None
+    webhook_duplicates: int = 0
+    sends_blocked: int = 0
+    button_repeats: int = 0
+
+
+def repeats_by_account(hits: list[HitCount]) -> list[Repeats]:
+    rows: dict[int | None, Repeats] = {}
+    for hit in hits:
+        row = rows.setdefault(hit.account_id, Repeats(hit.account_id, hit.username))
+        if hit.kind is IdempotencyHitKind.WEBHOOK_DUPLICATE:
+            row.webhook_duplicates += hit.hits
+        elif hit.kind is IdempotencyHitKind.SEND_BLOCKED:
+            row.sends_blocked += hit.hits
+        else:
+            row.button_repeats += hit.hits
+    return sorted(rows.values(), key=lambda r: (r.account_id is None, r.username or ""))
+
+
+@dataclass(slots=True)
 class Overview:
     day: datetime
     accounts: list[AccountCard]
@@ -87,6 +114,8 @@ class Overview:
     totals: DayCounts = field(default_factory=DayCounts)
     duplicates: Duplicates = field(default_factory=Duplicates)
     events: list[EventRow] = field(default_factory=list)
+    # Duplicate webhooks absorbed, duplicate sends blocked, repeated clicks: last 24 h.
+    repeats: list[Repeats] = field(default_factory=list)
 
     def counts_for(self, account_id: int) -> DayCounts:
         return self.per_account.get(account_id) or DayCounts()
@@ -136,4 +165,5 @@ async def load_overview(
         .limit(RECENT_EVENTS)
     )
     overview.events = [EventRow(*row) for row in events.tuples()]
+    overview.repeats = repeats_by_account(await hits_last_24h(session, workspace_id))
     return overview

@@ -34,7 +34,11 @@ async def purge_expired(ctx: dict[str, Any]) -> dict[str, int]:
             purged.idempotency_keys,
             purged.webhook_events,
         )
-    return {"idempotency_keys": purged.idempotency_keys, "webhook_events": purged.webhook_events}
+    return {
+        "idempotency_keys": purged.idempotency_keys,
+        "webhook_events": purged.webhook_events,
+        "idempotency_hits": purged.idempotency_hits,
+    }
 
 
 async def ingest_event(ctx: dict[str, Any], *, event_ids: list[int]) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Retention: forget what no longer serves anyone, in bounded batches.
 
 Expired idempotency keys can no longer answer a repeat; raw webhook bodies of events that
-were fully processed are kept 30 days for investigation, then dropped.
+were fully processed are kept 30 days for investigation, then dropped; the hourly counts of
+repeats absorbed (the overview shows the last 24 h) are kept a week.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from datetime import timedelta
 from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import IdempotencyKey, WebhookEvent, WebhookStatus
+from app.db.models import IdempotencyHit, IdempotencyKey, WebhookEvent, WebhookStatus
 
 WEBHOOK_RETENTION = timedelta(days=30)
+HITS_RETENTION = timedelta(days=7)
 BATCH = 5_000
 
 
@@ -22,6 +24,7 @@ BATCH = 5_000
 class Purged:
     idempotency_keys: int
     webhook_events: int
+    idempotency_hits: int = 0
 
 
 async def purge_expired(session: AsyncSession) -> Purged:
@@ -45,6 +48,17 @@ async def purge_expired(session: AsyncSession) -> Purged:
             )
         )
     )
+    hits = await session.execute(
+        delete(IdempotencyHit).where(
+            IdempotencyHit.id.in_(
+                select(IdempotencyHit.id)
+                .where(IdempotencyHit.hour < func.now() - HITS_RETENTION)
+                .limit(BATCH)
+            )
+        )
+    )
     return Purged(
-        idempotency_keys=getattr(keys, "rowcount", 0), webhook_events=getattr(events, "rowcount", 0)
+        idempotency_keys=getattr(keys, "rowcount", 0),
+        webhook_events=getattr(events, "rowcount", 0),
+        idempotency_hits=getattr(hits, "rowcount", 0),
     )

@@ -34,6 +34,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.db.models import IdempotencyKey, IdempotencyStatus
+from app.operations.idempotency_hits import count_button_repeat
 
 DEFAULT_TTL = timedelta(hours=24)
 # How long a key can answer a repeat, per scope; a page left open longer gets a fresh key
@@ -219,6 +220,10 @@ async def run_once(
             continue
         break
     if not isinstance(claim, Claimed):
+        if isinstance(claim, Replay | InProgress):
+            await count_button_repeat(
+                sessionmaker, workspace_id=request.workspace_id, scope=request.scope
+            )
         return claim
 
     try:

@@ -30,6 +30,7 @@ from app.db.models import EventLevel
 from app.delivery.intake.webhook_writer import IntakeUnavailableError, WebhookIntake
 from app.instagram.signature import verify_signature
 from app.instagram.webhook_payload import EnvelopeError, decode_body
+from app.instruments import WEBHOOK_EVENTS
 from app.operations.alerts import record_throttled
 from app.resources import Resources
 
@@ -86,6 +87,7 @@ async def _receive_event(
     try:
         body = await _read_body(receive, headers.get(b"content-length"), limit)
     except _BodyTooLargeError:
+        WEBHOOK_EVENTS.labels("refused").inc()
         await _answer(send, 413, f"the body is larger than {limit} bytes")
         return
     except _ClientGoneError:
@@ -108,6 +110,7 @@ async def _receive_event(
                 "user_agent": headers.get(b"user-agent", b"").decode("latin-1")[:200],
             },
         )
+        WEBHOOK_EVENTS.labels("refused").inc()
         await _answer(send, 401, f"signature {check.problem}")
         return
     try:
@@ -117,6 +120,7 @@ async def _receive_event(
         else:
             decode_body(body)
     except EnvelopeError as exc:
+        WEBHOOK_EVENTS.labels("refused").inc()
         await _keep_rejected(resources, intake, body, check.key_name, str(exc))
         await _answer(send, 400, str(exc)[:200])
         return
@@ -126,6 +130,7 @@ async def _receive_event(
         logger.warning("webhook answered 503, Meta will redeliver: %s", exc)
         await _answer(send, 503, "the event could not be stored; please retry", retry_after=5)
         return
+    WEBHOOK_EVENTS.labels("received").inc()
     await _respond(send, 200, _OK, b"text/plain; charset=utf-8")
 
 

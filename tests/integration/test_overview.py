@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from litestar.testing import AsyncTestClient
@@ -176,3 +177,71 @@ async def test_an_empty_workspace_is_told_where_to_start(
     assert "Start here" in page.text
     assert _number(page.text, "stat-sent") == 0
     assert _number(page.text, "dup-total") == 0
+
+
+async def test_repeats_absorbed_per_account_and_kind_over_the_last_day(
+    settings: Settings, resources: Resources, owner: Creator
+) -> None:
+    from sqlalchemy import text
+
+    from app.db.models import IdempotencyHitKind
+    from app.db.raw import pipelined_transaction
+    from app.operations.idempotency import Finished, KeyRequest, Replay, run_once
+    from app.operations.idempotency_hits import count_hit, count_webhook_duplicates
+
+    page = await owner.client.get("/", headers=HTML)
+    assert "No repeats in the last 24 hours" in page.text
+
+    # A button submitted twice with its one-time key: the second is a repeat.
+    async def action(_: Any) -> Finished:
+        return Finished({"status": 303, "location": "/"})
+
+    request = KeyRequest("campaign.pause", "key-1", "f", workspace_id=owner.workspace_id)
+    await run_once(resources.sessionmaker, request, action)
+    assert isinstance(await run_once(resources.sessionmaker, request, action), Replay)
+    # Meta redelivering three comments, and a second job for a DM already sent.
+    async with pipelined_transaction(resources.engine) as db:
+        await count_webhook_duplicates(db, {(owner.workspace_id, owner.account_id): 3}, "test")
+    async with resources.engine.connect() as conn:
+        await count_hit(
+            conn,
+            workspace_id=owner.workspace_id,
+            account_id=owner.account_id,
+            kind=IdempotencyHitKind.SEND_BLOCKED,
+            scope="test",
+        )
+        await conn.commit()
+        # Older than a day: not shown.
+        await conn.execute(
+            text(
+                "INSERT INTO idempotency_hits (workspace_id, account_id, kind, hour, hits) "
+                "VALUES (:w, :a, 'webhook_duplicate', now() - interval '25 hours', 40)"
+            ),
+            {"w": owner.workspace_id, "a": owner.account_id},
+        )
+        await conn.commit()
+    north = await other_workspace(settings, resources)
+    async with pipelined_transaction(resources.engine) as db:
+        await count_webhook_duplicates(db, {(north.workspace_id, north.account_id): 9}, "test")
+
+    html = (await owner.client.get("/", headers=HTML)).text
+    assert _repeats(html, "sunny.bakes") == {
+        "webhook-duplicates": 3,
+        "sends-blocked": 1,
+        "button-repeats": 0,
+    }
+    assert _repeats(html, "dashboard") == {
+        "webhook-duplicates": 0,
+        "sends-blocked": 0,
+        "button-repeats": 1,
+    }
+    assert "north.trails" not in html
+
+
+def _repeats(html: str, who: str) -> dict[str, int]:
+    row = re.search(rf'<tr data-repeats="{re.escape(who)}">(.*?)</tr>', html, re.DOTALL)
+    assert row, who
+    return {
+        name: int(value)
+        for name, value in re.findall(r'class="n-([\w-]+)">(\d+)</td>', row.group(1))
+    }

@@ -132,13 +132,22 @@ async def test_enqueued_job_runs_in_the_worker_and_purges_expired_keys(
                 "('new', 'test', 'f', now() + interval '1 hour')"
             )
         )
+        # Hourly counts of repeats: a week is kept, older ones go.
+        await conn.execute(
+            text(
+                "WITH w AS (INSERT INTO workspaces (name) VALUES ('purge') RETURNING id) "
+                "INSERT INTO idempotency_hits (workspace_id, kind, hour, hits) "
+                "SELECT id, 'button_repeat', now() - interval '8 days', 1 FROM w UNION ALL "
+                "SELECT id, 'button_repeat', now() - interval '6 days', 1 FROM w"
+            )
+        )
     worker = start_worker(test_env, artifacts_dir)
     try:
         job = await enqueue(resources.queue, JobName.PURGE_EXPIRED)
         assert job is not None
         await job.refresh(until_complete=60)
         assert job.status == "complete", job.error
-        assert job.result == {"idempotency_keys": 1, "webhook_events": 0}
+        assert job.result == {"idempotency_keys": 1, "webhook_events": 0, "idempotency_hits": 1}
         async with resources.engine.connect() as conn:
             left = (await conn.execute(text("SELECT key FROM idempotency_keys"))).scalars().all()
         assert left == ["new"]

@@ -62,6 +62,8 @@ def test_each_missing_required_setting_is_named(name: str) -> None:
         ("LOG_LEVEL", "LOUD", "DEBUG, INFO"),
         ("TRUSTED_PROXIES", "caddy", "not an IP address or network"),
         ("TRUSTED_PROXIES", "10.0.0.1,*", "not an IP address or network"),
+        ("METRICS_TOKEN", "short", "at least 16 characters"),
+        ("WORKER_METRICS_PORT", "0", "between 1 and 65535"),
     ],
 )
 def test_malformed_settings_name_the_variable_and_the_problem(
@@ -79,6 +81,14 @@ def test_trusted_proxies_default_to_loopback_and_take_addresses_or_networks() ->
     settings = load_settings({**VALID, "TRUSTED_PROXIES": " 172.30.116.2, 10.1.2.3/8 ,::1/128"})
     assert settings.trusted_proxies == ("172.30.116.2", "10.0.0.0/8", "::1")
     assert load_settings({**VALID, "TRUSTED_PROXIES": "none"}).trusted_proxies == ()
+
+
+def test_metrics_are_loopback_only_and_workers_serve_none_by_default() -> None:
+    settings = load_settings(VALID)
+    assert (settings.metrics_token, settings.worker_metrics_port) == (None, None)
+    assert settings.worker_metrics_host == "127.0.0.1"
+    chosen = load_settings({**VALID, "METRICS_TOKEN": "t" * 16, "WORKER_METRICS_PORT": "9101"})
+    assert (chosen.metrics_token, chosen.worker_metrics_port) == ("t" * 16, 9101)
 
 
 def test_https_public_url_turns_on_secure_cookies() -> None:

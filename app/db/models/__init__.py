@@ -19,6 +19,8 @@ from app.db.models.ledger import Comment, CommentOutcome, MissReason, SeenVia
 from app.db.models.messaging import MessagingEvent, MessagingEventKind, MessagingMissReason
 from app.db.models.operations import (
     EventLevel,
+    IdempotencyHit,
+    IdempotencyHitKind,
     IdempotencyKey,
     IdempotencyStatus,
     OperationalEvent,
@@ -42,6 +44,8 @@ __all__ = [
     "DeliveryAttempt",
     "DmLog",
     "EventLevel",
+    "IdempotencyHit",
+    "IdempotencyHitKind",
     "IdempotencyKey",
     "IdempotencyStatus",
     "InstagramAccount",

@@ -102,3 +102,43 @@ class OperationalEvent(Base):
     message: Mapped[str] = mapped_column(Text)
     details: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     resolved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class IdempotencyHitKind(StrEnum):
+    """What was asked again and done once: the overview's three kinds."""
+
+    WEBHOOK_DUPLICATE = "webhook_duplicate"  # a comment or message Meta sent again
+    SEND_BLOCKED = "send_blocked"  # a delivery job for a leg already sent or in flight
+    BUTTON_REPEAT = "button_repeat"  # a dashboard form or button submitted again
+
+
+class IdempotencyHit(Base):
+    """How many repeats of one kind an account (or, for buttons, a workspace) had in an hour.
+
+    One row per hour and kind, incremented by an upsert where the repeat is absorbed, so a
+    sudden rise in upstream duplicates shows on the overview. The retention job deletes rows
+    older than a week.
+    """
+
+    __tablename__ = "idempotency_hits"
+    __table_args__ = (
+        Index(
+            "uq_idempotency_hits_bucket",
+            "workspace_id",
+            "account_id",
+            "kind",
+            "hour",
+            unique=True,
+            postgresql_nulls_not_distinct=True,
+        ),
+    )
+
+    id: Mapped[BigId]
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id", ondelete="CASCADE"))
+    # None: a dashboard button, which belongs to the workspace rather than to one account.
+    account_id: Mapped[int | None] = mapped_column(
+        ForeignKey("instagram_accounts.id", ondelete="CASCADE")
+    )
+    kind: Mapped[str] = mapped_column(String(32))
+    hour: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    hits: Mapped[int] = mapped_column(Integer)

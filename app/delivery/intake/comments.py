@@ -119,6 +119,8 @@ class CommentIngest:
     # miss:<reason>, unknown_account.
     per_event: dict[int | None, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     unknown_accounts: Counter[str] = field(default_factory=Counter)
+    # Comments already in the ledger (or twice in the batch), per account's Instagram id.
+    duplicates: Counter[str] = field(default_factory=Counter)
 
     def totals(self) -> Counter[str]:
         total: Counter[str] = Counter()
@@ -173,6 +175,7 @@ async def ingest_comment_batch(
             is not comment
         ):
             result.per_event[event_id]["duplicate"] += 1
+            result.duplicates[comment.account_ig_id] += 1
     if not unique:
         return result
     if accounts is None:
@@ -210,8 +213,9 @@ async def ingest_comment_batch(
         log_rows.append(_log_row(account_id, row_id, comment, decision, campaign))
     if rematch:
         log_rows.extend(await _rematch(db, pending, rematch, result))
-    for _, event_id, _ in pending.values():
+    for comment, event_id, _ in pending.values():
         result.per_event[event_id]["duplicate"] += 1
+        result.duplicates[comment.account_ig_id] += 1
     if log_rows:
         log_rows.sort(key=lambda row: (row["account_id"], row["trigger_id"]))
         paced = {rules.account_id for rules in accounts.values() if rules.paced}

@@ -23,13 +23,13 @@ Re-running an event changes nothing: the unique keys are the dedupe.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from saq import Queue
 
-from app.campaigns.rules import load_account_rules
+from app.campaigns.rules import AccountRules, load_account_rules
 from app.db.models import SeenVia, TriggerKind, WebhookStatus
 from app.db.raw import Db, execute, fetch_tuples
 from app.delivery.intake import triggers
@@ -38,6 +38,8 @@ from app.delivery.intake.comments import enqueue_deliveries, ingest_comment_batc
 from app.delivery.intake.messaging_events import record_messaging
 from app.delivery.send.scheduling import delivery_key, job_for, kick_pacer
 from app.instagram.webhook_payload import EnvelopeError, ParsedWebhook, decode_body, parse_webhook
+from app.instruments import WEBHOOK_EVENTS
+from app.operations.idempotency_hits import count_webhook_duplicates
 from app.queue import JobName, enqueue_many
 
 # Events another job holds are skipped, processed ones are never touched again.
@@ -150,7 +152,21 @@ async def ingest_events(db: Db, event_ids: Collection[int]) -> EventsIngest:
     if finished:
         await execute(db, _FINISH_EVENTS, columns_of(_FINISH_COLUMNS, finished))
     result.counts.update(comment_result.totals())
+    await _count_duplicates(db, comment_result.duplicates, accounts)
     return result
+
+
+async def _count_duplicates(
+    db: Db, duplicates: Counter[str], accounts: Mapping[str, AccountRules]
+) -> None:
+    """Comments Meta sent again, absorbed by the ledger's unique key: counted per account."""
+    by_account: Counter[tuple[int, int]] = Counter()
+    for ig_id, count in duplicates.items():
+        account = accounts.get(ig_id)
+        if account is not None:
+            by_account[(account.workspace_id, account.account_id)] += count
+    WEBHOOK_EVENTS.labels("duplicate").inc(sum(duplicates.values()))
+    await count_webhook_duplicates(db, by_account, "webhook.comment")
 
 
 # --- events -------------------------------------------------------------------------------

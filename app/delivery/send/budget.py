@@ -159,6 +159,11 @@ async def _no_history(account_id: int, window_s: float) -> Sequence[tuple[str, i
     return ()
 
 
+def budget_key(account_id: int) -> str:
+    """The account's sorted set of reservations, scored by Redis's clock in milliseconds."""
+    return _KEY.format(account_id=account_id)
+
+
 @dataclass(frozen=True, slots=True)
 class Slot:
     """A reserved place in an account's hourly budget; release it if nothing was delivered."""

@@ -62,6 +62,7 @@ from app.delivery.send.steps import (
     failure,
     hold_for_account,
     mark_request,
+    observe_call,
     record,
     send_claimed,
 )
@@ -175,6 +176,7 @@ async def _public_leg(run: Run) -> bool:
         )
     except GraphError as exc:
         verdict = classify_error(exc, Leg.PUBLIC_REPLY)
+    observe_call("replies", verdict, started)
     report = call_report(verdict, elapsed_ms(started))
     if verdict is None:
         update = LegUpdate(LegState.SENT, message_id=reply_id)

@@ -19,12 +19,16 @@ from typing import Protocol
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.engine import autocommit
-from app.db.models import TriggerKind
+from app.db.models import LegState, TriggerKind
 from app.delivery.send.comment_flow import CommentFlow
 from app.delivery.send.dm_flow import DmFlow
 from app.delivery.send.scheduling import enqueue_delivery
-from app.delivery.send.steps import Report, open_run
+from app.delivery.send.steps import Report, count_blocked_send, open_run
+from app.instruments import DELIVERIES
 from app.resources import Resources
+
+NOT_CLAIMED = "not claimed"
+_STATES = frozenset(state.value for state in LegState)
 
 
 class Flow(Protocol):
@@ -54,10 +58,21 @@ async def deliver(
         run.grant = grant
         flow: Flow = CommentFlow(run) if run.is_comment else DmFlow(run)
         go_on = await flow.start(conn)
+        if run.report.private == NOT_CLAIMED:
+            # Another job claimed the leg between this one's load and its claim.
+            await count_blocked_send(conn, run.delivery)
     if go_on:
         await flow.finish()
+    _count_legs(run.delivery.trigger_kind, report)
     if run.next_due:
         await enqueue_delivery(
             resources.queue, dm_log_id, min(run.next_due), kind=run.delivery.trigger_kind
         )
     return report
+
+
+def _count_legs(kind: str, report: Report) -> None:
+    """The state each leg reached in this run, in this process's metrics."""
+    for leg, state in (("private", report.private), ("public", report.public)):
+        if state in _STATES:
+            DELIVERIES.labels(kind, leg, state).inc()

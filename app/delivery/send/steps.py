@@ -33,7 +33,14 @@ from app.accounts.tokens import MissingTokenError, open_access_token
 from app.campaigns.message_format import OutgoingMessage
 from app.crypto import TokenDecryptError
 from app.db.engine import autocommit
-from app.db.models import AttemptClass, InstagramAccount, Leg, LegState, TriggerKind
+from app.db.models import (
+    AttemptClass,
+    IdempotencyHitKind,
+    InstagramAccount,
+    Leg,
+    LegState,
+    TriggerKind,
+)
 from app.delivery.content.compose import Content
 from app.delivery.content.follow_ups import FollowUpPlan
 from app.delivery.send import account_state, claims, recording
@@ -51,10 +58,14 @@ from app.delivery.send.outcomes import AttemptContext, call_report, failure_upda
 from app.delivery.send.scheduling import enqueue_delivery, enqueue_verification
 from app.instagram.classify import AccountAction, Verdict, classify_error
 from app.instagram.graph import GraphError
+from app.instruments import SEND_SECONDS, meta_answer, meta_ok
+from app.operations.idempotency_hits import count_hit
 from app.resources import Resources
 
 logger = logging.getLogger("oncereply.delivery")
 
+# A leg in one of these states was claimed by an earlier job: a new job for it is a repeat.
+ALREADY_TAKEN = frozenset({LegState.IN_FLIGHT, LegState.SENT, LegState.UNCONFIRMED})
 # Waiting on Redis (for the hourly budget) or on an account that needs reconnecting.
 REDIS_WAIT = timedelta(minutes=1)
 REAUTH_WAIT = timedelta(minutes=5)
@@ -118,10 +129,23 @@ async def open_run(
     run.pub_due = due(delivery.pub_state, delivery.pub_next_attempt_at, now)
     if not (run.pr_due or run.pub_due):
         report.notes.append("nothing due")
+        if delivery.pr_state in ALREADY_TAKEN:
+            # A second job for a leg another job sent or is sending: a duplicate blocked.
+            await count_blocked_send(conn, delivery)
         return None
     if not await may_send(conn, run, pr_due=run.pr_due, pub_due=run.pub_due):
         return None
     return run
+
+
+async def count_blocked_send(conn: AsyncConnection, delivery: Delivery) -> None:
+    await count_hit(
+        conn,
+        workspace_id=delivery.workspace_id,
+        account_id=delivery.account_id,
+        kind=IdempotencyHitKind.SEND_BLOCKED,
+        scope="delivery.send",
+    )
 
 
 def due(state: LegState | None, next_at: datetime | None, now: datetime) -> bool:
@@ -228,8 +252,21 @@ async def call_send(run: Run, message: OutgoingMessage) -> tuple[Verdict | None,
             run.token, delivery.ig_user_id, body, timeout_s=resources.settings.send_timeout_s
         )
     except GraphError as exc:
-        return classify_error(exc, Leg.PRIVATE_REPLY), "", elapsed_ms(started)
+        verdict = classify_error(exc, Leg.PRIVATE_REPLY)
+        observe_call("messages", verdict, started)
+        return verdict, "", elapsed_ms(started)
+    observe_call("messages", None, started)
     return None, sent.message_id, elapsed_ms(started)
+
+
+def observe_call(endpoint: str, verdict: Verdict | None, started: float) -> None:
+    """Meta's answer and the call's time, in this process's metrics (`app/instruments.py`)."""
+    outcome = "sent" if verdict is None else verdict.outcome.value
+    SEND_SECONDS.labels(endpoint, outcome).observe(time.perf_counter() - started)
+    if verdict is None:
+        meta_ok(endpoint)
+    else:
+        meta_answer(endpoint, verdict.code, verdict.subcode)
 
 
 async def send_claimed(

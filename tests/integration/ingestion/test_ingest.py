@@ -134,6 +134,12 @@ async def test_the_same_comment_three_times_by_webhook_and_once_by_poll_is_one_o
     # A redelivery ingested together with another copy of itself, in one batch.
     summary = await run_ingest(resources, [second, third])
     assert summary == {"processed": 2, "rejected": 0, "deliveries": 0, "items": 2, "duplicate": 2}
+    # Counted for the overview, per account: two comments Meta sent again, absorbed.
+    async with resources.engine.connect() as conn:
+        hits = (
+            await conn.execute(text("SELECT account_id, kind, hits FROM idempotency_hits"))
+        ).all()
+    assert [tuple(hit) for hit in hits] == [(account.id, "webhook_duplicate", 2)]
 
     polled = comment_from_graph(
         ACCOUNT,

@@ -1,0 +1,58 @@
+"""`/metrics`: Prometheus's text format for operators (`app/metrics.py` says what is in it).
+
+Protected either way: with `METRICS_TOKEN` set, a scrape must bear it
+(`Authorization: Bearer <token>`); without one, only a client on this machine's loopback is
+answered. Behind a reverse proxy that passes `X-Forwarded-For` (a `TRUSTED_PROXIES` peer),
+the client is the one the proxy names, so the open internet never counts as loopback.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+from litestar import Controller, Request, get
+from litestar.di import NamedDependency
+from litestar.response import Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from app.metrics import render_metrics
+from app.resources import Resources
+
+_LOOPBACK = frozenset({"127.0.0.1", "::1"})
+
+
+class MetricsController(Controller):
+    @get("/metrics", name="metrics", cache=False)
+    async def metrics(
+        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+    ) -> Response[bytes]:
+        refusal = _refusal(request, resources.settings.metrics_token)
+        if refusal is not None:
+            return refusal
+        return Response(
+            await render_metrics(resources),
+            media_type=CONTENT_TYPE_LATEST,
+            headers={"Cache-Control": "no-store"},
+        )
+
+
+def _refusal(request: Request[Any, Any, Any], token: str | None) -> Response[bytes] | None:
+    if token is not None:
+        offered = request.headers.get("authorization", "")
+        if hmac.compare_digest(offered.encode(), f"Bearer {token}".encode()):
+            return None
+        return Response(
+            b"a metrics token is required: Authorization: Bearer <METRICS_TOKEN>\n",
+            status_code=401,
+            media_type="text/plain",
+            headers={"WWW-Authenticate": 'Bearer realm="metrics"'},
+        )
+    client = request.client.host if request.client else None
+    if client in _LOOPBACK:
+        return None
+    return Response(
+        b"metrics are served to this machine only; set METRICS_TOKEN to scrape from elsewhere\n",
+        status_code=403,
+        media_type="text/plain",
+    )
