@@ -125,8 +125,10 @@ async def check_handshake(
             "handshake",
             title,
             Status.FAIL,
-            f"{url} could not be reached from this server, so Meta cannot verify it either.",
-            advice,
+            f"{url} could not be reached from this server, so Meta probably cannot reach it "
+            "either.",
+            advice + " (A few networks do not let a server reach its own public address: if "
+            "Meta's “Verify and save” succeeds, this one check can be ignored.)",
             f"{type(exc).__name__}: {exc}"[:300],
         )
     if answer.status_code in (301, 302, 303, 307, 308):
