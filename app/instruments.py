@@ -36,6 +36,11 @@ WEBHOOK_EVENTS = Counter(
     "Webhook deliveries: received (stored), refused (bad signature or body), duplicate items",
     ["result"],
 )
+INBOX_CHECKS = Counter(
+    "oncereply_inbox_checks_total",
+    "Inbox checks of UNCONFIRMED replies, by result (confirmed: found and recorded SENT)",
+    ["result"],
+)
 IDEMPOTENCY_HITS = Counter(
     "oncereply_idempotency_hits_total",
     "Work done once although asked again: duplicate webhooks, blocked sends, repeated clicks",

@@ -18,6 +18,7 @@ from app.delivery.intake import outbox
 from app.delivery.recovery import inbox_check, next_post, reconcile, sweeps
 from app.delivery.send import pacer
 from app.delivery.send.dispatch import deliver
+from app.instruments import INBOX_CHECKS
 from app.jobs.context import runtime_of
 from app.maintenance import retention
 
@@ -83,6 +84,7 @@ async def send_follow_up(ctx: dict[str, Any], *, dm_log_id: int) -> dict[str, ob
 
 async def verify_unconfirmed(ctx: dict[str, Any], *, dm_log_id: int) -> dict[str, str]:
     result = await inbox_check.verify_unconfirmed(runtime_of(ctx).resources, dm_log_id)
+    INBOX_CHECKS.labels(result.status).inc()
     return {"status": result.status, "detail": result.detail}
 
 

@@ -128,7 +128,10 @@ async def ingest_events(db: Db, event_ids: Collection[int]) -> EventsIngest:
         db, comments, via=SeenVia.WEBHOOK, accounts=accounts
     )
     work = triggers.MessagingWork()
-    messaging_counts = await record_messaging(db, messaging, accounts, work)
+    messaging_duplicates: Counter[str] = Counter()
+    messaging_counts = await record_messaging(
+        db, messaging, accounts, work, duplicates=messaging_duplicates
+    )
     result.dm_deliveries = await triggers.write(db, work)
     result.deliveries = comment_result.deliveries
     result.paced_rows = comment_result.paced_rows
@@ -152,21 +155,22 @@ async def ingest_events(db: Db, event_ids: Collection[int]) -> EventsIngest:
     if finished:
         await execute(db, _FINISH_EVENTS, columns_of(_FINISH_COLUMNS, finished))
     result.counts.update(comment_result.totals())
-    await _count_duplicates(db, comment_result.duplicates, accounts)
+    await _count_duplicates(db, comment_result.duplicates, accounts, "webhook.comment")
+    await _count_duplicates(db, messaging_duplicates, accounts, "webhook.messaging")
     return result
 
 
 async def _count_duplicates(
-    db: Db, duplicates: Counter[str], accounts: Mapping[str, AccountRules]
+    db: Db, duplicates: Counter[str], accounts: Mapping[str, AccountRules], scope: str
 ) -> None:
-    """Comments Meta sent again, absorbed by the ledger's unique key: counted per account."""
+    """Items Meta sent again, absorbed by a ledger's unique key: counted per account."""
     by_account: Counter[tuple[int, int]] = Counter()
     for ig_id, count in duplicates.items():
         account = accounts.get(ig_id)
         if account is not None:
             by_account[(account.workspace_id, account.account_id)] += count
     WEBHOOK_EVENTS.labels("duplicate").inc(sum(duplicates.values()))
-    await count_webhook_duplicates(db, by_account, "webhook.comment")
+    await count_webhook_duplicates(db, by_account, scope)
 
 
 # --- events -------------------------------------------------------------------------------

@@ -51,12 +51,15 @@ async def record_messaging(
     items: Sequence[tuple[MessagingItem, int]],
     accounts: dict[str, AccountRules],
     work: triggers.MessagingWork,
+    duplicates: Counter[str] | None = None,
 ) -> dict[int | None, Counter[str]]:
     """Messaging ledger rows, and the taps and DM triggers among them added to `work`; counts
-    per event (unknown account ids under the key None)."""
+    per event (unknown account ids under the key None), and items already in the ledger (or
+    twice in the batch) per account's Instagram id in `duplicates`."""
+    duplicates = Counter() if duplicates is None else duplicates
     counts: dict[int | None, Counter[str]] = defaultdict(Counter)
     rows: dict[tuple[int, str], dict[str, Any]] = {}
-    outcomes: list[tuple[tuple[int, str], int, str]] = []
+    outcomes: list[tuple[tuple[int, str], int, str, str]] = []
     campaigns = await triggers.load_tap_campaigns(db, [item for item, _ in items])
     for item, event_id in items:
         account = accounts.get(item.account_ig_id)
@@ -67,13 +70,14 @@ async def record_messaging(
         key = (account.account_id, _dedupe_key(item))
         if key in rows:
             counts[event_id]["duplicate"] += 1
+            duplicates[item.account_ig_id] += 1
             continue
         reason = _messaging_miss(item)
         details = dict(item.extra)
         if reason is None:
             reason, noted = triggers.classify(item, account, campaigns, work)
             details |= noted
-        outcomes.append((key, event_id, f"{item.kind}:{reason or 'work'}"))
+        outcomes.append((key, event_id, f"{item.kind}:{reason or 'work'}", item.account_ig_id))
         rows[key] = {
             "account_id": account.account_id,
             "webhook_event_id": event_id,
@@ -93,8 +97,10 @@ async def record_messaging(
     # Sorted by the unique key: concurrent batches then take row locks in one order.
     ordered = [rows[key] for key in sorted(rows)]
     new = set(await _INSERT_MESSAGING.execute(db, ordered))
-    for key, event_id, outcome in outcomes:
+    for key, event_id, outcome, ig_id in outcomes:
         counts[event_id][outcome if key in new else "duplicate"] += 1
+        if key not in new:
+            duplicates[ig_id] += 1
     return counts
 
 

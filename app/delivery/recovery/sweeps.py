@@ -34,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.delivery.send.account_state import resume_expired_pauses
 from app.delivery.send.legs import MAX_PUBLIC_ATTEMPTS
 from app.delivery.send.scheduling import enqueue_delivery, enqueue_verification, kick_pacer
+from app.instruments import DELIVERIES
 
 logger = logging.getLogger("oncereply.delivery")
 
@@ -165,6 +166,10 @@ async def sweep_stale_claims(
         public=[row.id for row in rows if row.pub],
         resent=[row.id for row in rows if row.resent],
     )
+    for row in rows:
+        for leg, settled in (("private", row.pr), ("public", row.pub)):
+            if settled:
+                DELIVERIES.labels(row.trigger_kind, leg, "UNCONFIRMED").inc()
     if rows:
         logger.warning(
             "stale-claim sweep: %d private and %d public legs made UNCONFIRMED, "

@@ -503,6 +503,12 @@ async def test_messaging_items_land_in_the_messaging_ledger_once(resources: Reso
     assert recorded["message:m5"].details == {"attachments": ["image"]}
     assert await count(resources, Comment) == 0
     assert await count(resources, DmLog) == 0
+    # The body came twice: its eight items are counted once each as duplicates absorbed.
+    async with resources.engine.connect() as conn:
+        hits = (
+            await conn.execute(text("SELECT account_id, kind, hits FROM idempotency_hits"))
+        ).all()
+    assert [tuple(hit) for hit in hits] == [(account.id, "webhook_duplicate", 8)]
     events = {e.id: e for e in await rows(resources, WebhookEvent)}
     assert events[ids[1]].details == {"messaging": {"duplicate": 8}}
     assert events[ids[2]].details == {"messaging": {"unknown_account": 1}}
