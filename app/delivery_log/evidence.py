@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from app.db.models import LegState
+from app.delivery_log.words import STATE_WORDS
+
 _KNOWN = {
     "inbox_check",
     "check_requested",
@@ -89,7 +92,12 @@ def describe_evidence(evidence: dict[str, Any] | None) -> list[EvidenceLine]:
     lines: list[EvidenceLine] = []
     retry = evidence.get("manual_retry")
     if isinstance(retry, dict):
-        text = f"sent again by a creator from {retry.get('from_state', '?')}"
+        was = (
+            STATE_WORDS.get(LegState(retry["from_state"]))
+            if retry.get("from_state") in {state.value for state in LegState}
+            else None
+        )
+        text = f"sent again by a creator (it was “{was or '?'}”)"
         if retry.get("attempts_before") is not None:
             text += f" after {retry['attempts_before']} attempt(s)"
         lines.append(EvidenceLine("Retry", text, _time(retry.get("at"))))

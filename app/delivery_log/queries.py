@@ -28,6 +28,7 @@ from app.db.models import (
 from app.delivery_log import paging
 from app.delivery_log.filters import CommonFilter, Key, LiveWindow, LogFilter, to_micros
 from app.delivery_log.paging import keyset_page
+from app.delivery_log.words import SKIP_REASONS
 
 PAGE_SIZE = 50
 # At most this many new rows join the first page per poll; the rest come with the next ones.
@@ -365,4 +366,5 @@ def state_sentence(timeline: Timeline) -> str:
         return "Waiting to be sent."
     if state is LegState.IN_FLIGHT:
         return "Being sent right now."
-    return f"Not sent: {state.value.removeprefix('SKIPPED_').replace('_', ' ').lower()}."
+    reason = SKIP_REASONS.get(state, state.value.removeprefix("SKIPPED_").replace("_", " "))
+    return f"Not sent: {reason.lower()}."

@@ -4,7 +4,8 @@ The templates are laid out by screen, like the handlers: `templates/<screen>/` (
 auth, campaigns, log, overview, team) holds a screen's pages, and the htmx partials only that
 screen uses sit next to them as `_*.html`. `templates/partials/` holds the few partials every
 screen shares (the notice an htmx form gets, the header's status badge); `base.html` and
-`error.html` are at the top.
+`error.html` are at the top. States, Meta's refusals and call results are put in words by
+`app.delivery_log.words` (the `state_words` filter, `meta_refusal`, `call_results`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.template.config import TemplateConfig
 
+from app.delivery_log import words
 from app.web.idempotency import idempotency_input
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates"
@@ -41,6 +43,10 @@ def _until(seconds: int) -> str:
 
 def _configure(engine: JinjaTemplateEngine) -> None:
     engine.engine.filters["timeago"] = _timeago
+    engine.engine.filters["state_words"] = words.state_words
+    engine.engine.globals["meta_refusal"] = words.meta_refusal
+    engine.engine.globals["call_results"] = words.CALL_RESULTS
+    engine.engine.globals["request_kinds"] = words.REQUEST_KINDS
     engine.engine.globals["idempotency_input"] = idempotency_input
 
 

@@ -298,7 +298,7 @@ async def test_a_timeline_shows_ledger_decision_attempts_and_evidence(
     for expected in (
         "RECIPE please 🍋",
         "@jane.doe",
-        'id="seen-via">webhook',
+        'id="seen-via" data-via="webhook">from Instagram',
         "Lemon loaf",
         "also matched, but ranked lower",
         "“Lemon loaf” won",
@@ -676,3 +676,38 @@ async def test_retry_selected_with_nothing_ticked_goes_back_to_the_log_and_says_
     assert "Nothing was retried. Tick the box at the start of each row" in shown.text
     assert 'id="log-rows"' in shown.text
     assert await _jobs(resources) == 0
+
+
+async def test_states_and_refusals_are_in_plain_words_and_a_retry_clears_the_old_refusal(
+    resources: Resources, owner: Creator
+) -> None:
+    row = await add_log(
+        resources,
+        owner,
+        state=LegState.FAILED,
+        pr_error_code=551,
+        pr_error_message="the person is unavailable or cannot receive messages",
+    )
+    await add_log(resources, owner, state=LegState.SKIPPED_DEDUP, username="marco")
+    page = await owner.client.get("/log", headers=HTML)
+    assert 'data-state="FAILED" title="FAILED">Not sent<' in page.text
+    assert "Instagram refused: this person can&#39;t receive messages" in page.text
+    assert ">Already sent to this person<" in page.text
+    assert "code 551" not in page.text
+    assert "SKIPPED_DEDUP<" not in page.text  # the code stays an attribute, never the words
+    entry = await owner.client.get(f"/log/{row}", headers=HTML)
+    assert "Meta's code 551" in entry.text  # the code is kept for support, in the details
+    assert 'id="dm-attempts">1 of 3<' in entry.text
+
+    form = {**tokens(entry.text, f"/log/{row}/retry"), "from": "timeline"}
+    retried = await owner.client.post(f"/log/{row}/retry", data=form, follow_redirects=False)
+    assert retried.status_code == 303
+    page = await owner.client.get("/log", headers=HTML)
+    assert 'data-state="PENDING" title="PENDING">Waiting to send<' in page.text
+    assert "can&#39;t receive messages" not in page.text  # not the old refusal under PENDING
+    async with resources.sessionmaker() as session, session.begin():
+        await session.execute(
+            text("UPDATE dm_logs SET pr_attempts = pr_attempts + 1 WHERE id = :id"), {"id": row}
+        )
+    entry = await owner.client.get(f"/log/{row}", headers=HTML)
+    assert 'id="dm-attempts">1 of 3 since your retry' in entry.text

@@ -58,6 +58,9 @@ UPDATE dm_logs SET
     pr_attempt_limit = pr_attempts + {ATTEMPT_BUDGET},
     pr_next_attempt_at = now(),
     pr_error_message = NULL,
+    -- The old refusal stays in the timeline's calls; the row no longer shows it.
+    pr_error_code = NULL,
+    pr_error_subcode = NULL,
     pr_evidence = COALESCE(pr_evidence, '{{}}'::jsonb) || jsonb_build_object(
         'manual_retry', jsonb_build_object(
             'at', now(), 'from_state', pr_state, 'attempts_before', pr_attempts)),

@@ -30,6 +30,7 @@ from app.delivery_log.queries import (
     parse_versions,
     workspace_names,
 )
+from app.delivery_log.words import state_words
 from app.web.log.paging import NO_STORE, cursors, page_or_results, pager, url
 from app.web.log.rows import row_context
 
@@ -98,9 +99,9 @@ async def updates(
 
 
 def _state_options() -> list[tuple[str, str]]:
-    plain = [(s.value, s.value) for s in LegState if not s.is_skip]
-    skips = [(s.value, s.value) for s in LegState if s.is_skip]
-    return [*plain, (SKIPPED, "SKIPPED (any)"), *skips]
+    plain = [(s.value, state_words(s)) for s in LegState if not s.is_skip]
+    skips = [(s.value, state_words(s)) for s in LegState if s.is_skip]
+    return [*plain, (SKIPPED, "Skipped (any reason)"), *skips]
 
 
 def _refused_note(refused: str | None) -> str:
