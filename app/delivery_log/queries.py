@@ -23,6 +23,7 @@ from app.db.models import (
     DmLog,
     InstagramAccount,
     LegState,
+    MessageKind,
     TriggerKind,
 )
 from app.delivery_log import paging
@@ -80,6 +81,8 @@ class LogRow:
     pub_state: LegState | None
     pub_attempts: int
     deadline_at: datetime | None
+    message_kind: MessageKind | None = None  # what the DM says: the link, a prompt, a note
+    trigger_payload: str | None = None
 
     @property
     def key(self) -> Key:
@@ -127,6 +130,8 @@ _COLUMNS = (
     DmLog.pub_state,
     DmLog.pub_attempts,
     DmLog.deadline_at,
+    DmLog.message_kind,
+    DmLog.trigger_payload,
 )
 NEWEST_FIRST = (DmLog.created_at.desc(), DmLog.id.desc())
 _OLDEST_FIRST = (DmLog.created_at.asc(), DmLog.id.asc())

@@ -6,7 +6,7 @@ timeline's details, for support and for the operator.
 
 from __future__ import annotations
 
-from app.db.models import AttemptClass, LegState
+from app.db.models import AttemptClass, LegState, MessageKind
 
 # A leg's state as the badge shows it.
 STATE_WORDS: dict[LegState, str] = {
@@ -53,6 +53,16 @@ CALL_RESULTS: dict[str, str] = {
     AttemptClass.RETRYABLE.value: "to try again",
     "open": "no answer yet",
 }
+# What a row's DM said, under its state in the log ("Sent · the request to follow").
+MESSAGE_WORDS: dict[str, str] = {
+    MessageKind.REVEAL.value: "the link",
+    MessageKind.OPENING_DM.value: "the tap-for-the-link DM",
+    MessageKind.FOLLOW_PROMPT.value: "the request to follow",
+    MessageKind.FOLLOW_UP.value: "the follow-up",
+}
+# The "checking…" note the follow gate sends after a "not yet" tap.
+CHECKING_NOTE_WORDS = "the “checking…” note"
+
 # What was asked of Instagram, by the attempt's request kind.
 REQUEST_KINDS: dict[str, str] = {
     "template": "message with buttons",

@@ -47,6 +47,8 @@ def _configure(engine: JinjaTemplateEngine) -> None:
     engine.engine.globals["meta_refusal"] = words.meta_refusal
     engine.engine.globals["call_results"] = words.CALL_RESULTS
     engine.engine.globals["request_kinds"] = words.REQUEST_KINDS
+    engine.engine.globals["message_words"] = words.MESSAGE_WORDS
+    engine.engine.globals["checking_note_words"] = words.CHECKING_NOTE_WORDS
     engine.engine.globals["idempotency_input"] = idempotency_input
 
 

@@ -35,7 +35,7 @@ def _comment_and_wait(
     """A fan comments RECIPE; returns the comment id and its row in the open log."""
     comment = sandbox.admin.fan_comment(fan, LEMON_REEL, "RECIPE please")
     row = page.locator("#log-rows tr.log-row", has_text=f"@{fan}")
-    expect(row.locator(".leg-pr .state")).to_have_text(state, timeout=WITHIN_MS)
+    expect(row.locator(".leg-pr .state")).to_have_attribute("data-state", state, timeout=WITHIN_MS)
     return str(comment["id"]), row
 
 

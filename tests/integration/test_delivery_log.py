@@ -15,7 +15,15 @@ from urllib.parse import urlencode
 import pytest
 from sqlalchemy import func, select, text
 
-from app.db.models import AttemptClass, IdempotencyKey, Leg, LegState, MissReason
+from app.db.models import (
+    AttemptClass,
+    IdempotencyKey,
+    Leg,
+    LegState,
+    MessageKind,
+    MissReason,
+    TriggerKind,
+)
 from app.delivery.recovery.manual_retry import mark_retry
 from app.delivery_log.filters import LIVE_OVERLAP, Key, LiveWindow, LogFilter, MissFilter
 from app.delivery_log.misses import fetch_misses
@@ -689,7 +697,17 @@ async def test_states_and_refusals_are_in_plain_words_and_a_retry_clears_the_old
         pr_error_message="the person is unavailable or cannot receive messages",
     )
     await add_log(resources, owner, state=LegState.SKIPPED_DEDUP, username="marco")
+    await add_log(
+        resources,
+        owner,
+        state=LegState.SENT,
+        username="olga",
+        trigger_kind=TriggerKind.POSTBACK,
+        message_kind=MessageKind.FOLLOW_PROMPT,
+    )
     page = await owner.client.get("/log", headers=HTML)
+    # A tap's row names what went out: the follow request, not the link.
+    assert 'data-message-kind="follow_prompt">the request to follow<' in page.text
     assert 'data-state="FAILED" title="FAILED">Not sent<' in page.text
     assert "Instagram refused: this person can&#39;t receive messages" in page.text
     assert ">Already sent to this person<" in page.text

@@ -21,6 +21,9 @@ With the gate on, a comment gets the opening DM if that is on, else the follow p
   prompt's "I'm following" is checked again after each of `FOLLOW_RECHECK_DELAYS_S` (default
   20 s, then 40 s more) before the prompt is sent again.
   The opening DM's own button skips the waits: nobody has been asked to follow yet.
+- So the person is not left in silence meanwhile, the first "not following yet" after the
+  prompt's button also sends `CHECKING_TEXT` at once, as a row of its own (a follow-up row
+  keyed `checking:<tap row>`, so once per tap).
 """
 
 from __future__ import annotations
@@ -33,6 +36,14 @@ from app.db.models import MessageKind
 from app.delivery.content.postbacks import Tap, TapAction
 
 DEFAULT_RECHECK_DELAYS_S = (20.0, 40.0)
+# What the person reads right after a "not yet" tap, while the re-checks wait.
+CHECKING_TEXT = (
+    "Checking… give it a minute. Instagram can take a moment to show a new follow; "
+    "your link comes as soon as it does."
+)
+# The `trigger_payload` of that message's row: a follow-up row the campaign's follow-up
+# setting does not govern.
+CHECKING_PAYLOAD = "follow_gate:checking"
 
 
 class Path(StrEnum):

@@ -37,6 +37,7 @@ from app.delivery.content.postbacks import parse_payload
 from app.delivery.send import claims, recording
 from app.delivery.send.legs import AccountUnable
 from app.delivery.send.quota import usage_month
+from app.delivery.send.scheduling import enqueue_delivery
 from app.delivery.send.steps import Run, hold_for_account, send_claimed, settle
 from app.operations import alerts
 from app.operations.events import record_event
@@ -66,7 +67,11 @@ class DmFlow:
         run = self._run
         delivery = run.delivery
         kind = TriggerKind(delivery.trigger_kind)
-        if kind is TriggerKind.FOLLOW_UP and not delivery.follow_up_enabled:
+        if (
+            kind is TriggerKind.FOLLOW_UP
+            and not delivery.follow_up_enabled
+            and delivery.trigger_payload != follow_gate.CHECKING_PAYLOAD
+        ):
             reason = "follow-ups were turned off for this campaign"
             await settle(conn, run, LegState.SKIPPED_CAMPAIGN_INACTIVE, reason, public=False)
             return False
@@ -148,10 +153,22 @@ async def _check_again(
     next_at = datetime.now(UTC) + timedelta(seconds=delay)
     check = {"checked_at": checked_at.isoformat(), "follows": False}
     reason = f"waiting: not following yet; checking again in {delay:g} s (Instagram lags)"
+    note: int | None = None
     async with autocommit(run.resources.engine) as conn:
         recorded = await recording.record_follow_check(
             conn, run.delivery.id, seen=seen, check=check, next_at=next_at, reason=reason
         )
+        if recorded and seen == 0:
+            # The person tapped "I'm following": tell them something now, not in a minute.
+            note = await recording.add_checking_note(
+                conn,
+                run.delivery.id,
+                text_=follow_gate.CHECKING_TEXT,
+                payload=follow_gate.CHECKING_PAYLOAD,
+            )
+    if note is not None:
+        run.report.notes.append(f"checking note {note} queued")
+        await enqueue_delivery(run.resources.queue, note, None, kind=TriggerKind.FOLLOW_UP)
     if recorded:
         run.next_due.append(next_at)
         run.report.private = "checking again"

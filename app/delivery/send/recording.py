@@ -329,6 +329,31 @@ RETURNING id
 )
 
 
+_CHECKING_NOTE = text(
+    """
+INSERT INTO dm_logs (workspace_id, account_id, campaign_id, campaign_version, trigger_kind,
+    trigger_id, source_log_id, recipient_id, recipient_username, trigger_text, deadline_at,
+    message_text, message_kind, trigger_payload, pr_next_attempt_at)
+SELECT workspace_id, account_id, campaign_id, campaign_version, 'follow_up',
+    'checking:' || id, id, recipient_id, recipient_username, :text, deadline_at,
+    :text, 'follow_up', :payload, now()
+FROM dm_logs WHERE id = :id
+ON CONFLICT (account_id, trigger_id) DO NOTHING
+RETURNING id
+"""
+)
+
+
+async def add_checking_note(
+    conn: AsyncConnection, dm_log_id: int, *, text_: str, payload: str
+) -> int | None:
+    """The "checking…" DM of a tap row, as a row of its own (once per tap); its id if new."""
+    row = (
+        await conn.execute(_CHECKING_NOTE, {"id": dm_log_id, "text": text_, "payload": payload})
+    ).first()
+    return int(row.id) if row is not None else None
+
+
 async def record_follow_check(
     conn: AsyncConnection,
     dm_log_id: int,

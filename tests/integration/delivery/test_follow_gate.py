@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import select
 
 from app.db.models import EventLevel, LegState, MessageKind, OperationalEvent, TriggerKind
+from app.delivery.content.follow_gate import CHECKING_PAYLOAD, CHECKING_TEXT
 from tests.integration.delivery.conftest import LEMON_REEL, World
 from tests.integration.delivery.conversations import (
     ACCOUNT,
@@ -75,8 +76,11 @@ async def test_a_non_follower_is_checked_again_then_asked_again(world: World) ->
     delays = world.resources.settings.follow_recheck_delays_s
     for check, delay in enumerate(delays, start=1):
         before = datetime.now(UTC)
-        [report] = await run_due(world)
+        report, *note = await run_due(world)
         assert report.private == "checking again", report
+        # The first "not yet" tells the person at once, in a message of its own, once.
+        assert [r.private for r in note] == (["SENT"] if check == 1 else [])
+        assert text_of(world.inbox("olga.petrova")[-1]) == CHECKING_TEXT
         tap_row = await one(world, TriggerKind.POSTBACK)
         assert tap_row.pr_state is LegState.PENDING
         assert tap_row.pr_evidence is not None
@@ -98,6 +102,7 @@ async def test_a_non_follower_is_checked_again_then_asked_again(world: World) ->
     assert tap_row.pr_evidence["follow_gate"]["follows"] is False
     prompts = world.inbox("olga.petrova")
     assert [b["payload"] for m in prompts for b in buttons_of(m)] == [f"followcheck:{campaign}"] * 2
+    assert [text_of(m) for m in prompts].count(CHECKING_TEXT) == 1
     assert reveals(world, "olga.petrova") == []
     [event] = await _events(world)
     assert event.level is EventLevel.INFO
@@ -121,8 +126,9 @@ async def test_a_new_follower_gets_the_link_once_instagram_catches_up(world: Wor
     await _prompted(world, hooks, "zoe.lefevre")
     world.admin.fan_follow("zoe.lefevre", ACCOUNT)  # just before tapping "I'm following"
     await _tap(world, hooks, "zoe.lefevre")
-    [report] = await run_due(world)
-    assert report.private == "checking again"
+    report, note = await run_due(world)
+    assert (report.private, note.private) == ("checking again", "SENT")
+    assert text_of(world.inbox("zoe.lefevre")[-1]) == CHECKING_TEXT
     world.admin.advance_clock(61)  # Meta's follow status catches up
     await make_due(world, (await one(world, TriggerKind.POSTBACK)).id)
     [report] = await run_due(world)
@@ -204,3 +210,29 @@ async def test_the_dm_trigger_path_fails_closed(world: World) -> None:
     ]
     assert len(unknown) == 1
     assert unknown[0].message_kind is MessageKind.FOLLOW_PROMPT
+
+
+async def test_the_log_names_what_a_tap_row_sent(world: World) -> None:
+    """A tap answered with the follow prompt reads "Sent · the request to follow", not a bare
+    SENT that looks like the link went out; the checking note is named too."""
+    from app.delivery_log.filters import LogFilter
+    from app.delivery_log.queries import fetch_page
+
+    hooks = Hooks(world)
+    await _prompted(world, hooks, "olga.petrova")
+    await _tap(world, hooks, "olga.petrova")
+    for _ in world.resources.settings.follow_recheck_delays_s:
+        await run_due(world)
+        await make_due(world, (await one(world, TriggerKind.POSTBACK)).id)
+    await run_due(world)
+    async with world.resources.sessionmaker() as session:
+        page = await fetch_page(session, world.workspace_id, LogFilter())
+    said = {
+        (row.trigger_kind.value, row.message_kind, row.trigger_payload == CHECKING_PAYLOAD)
+        for row in page.rows
+    }
+    assert said == {
+        ("comment", MessageKind.FOLLOW_PROMPT, False),
+        ("postback", MessageKind.FOLLOW_PROMPT, False),
+        ("follow_up", MessageKind.FOLLOW_UP, True),
+    }
