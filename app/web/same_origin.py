@@ -63,6 +63,10 @@ def _check(scope: Scope, public_origin: str) -> None:
     origin = headers.get("origin")
     if origin is None:
         return
+    if origin == "null" and site is not None and site.lower() == "same-origin":
+        # A page served with `Referrer-Policy: no-referrer` (the invite pages) posts its
+        # forms with `Origin: null`; the browser's Sec-Fetch-Site still says it is ours.
+        return
     own = f"{scope.get('scheme', 'http')}://{headers.get('host', '')}".lower()
     if origin.lower() not in {own, public_origin}:
         raise PermissionDeniedException(REFUSED)

@@ -89,3 +89,23 @@ async def test_machine_endpoints_are_not_origin_checked(settings: Settings) -> N
             headers={"origin": "https://facebook.com", "sec-fetch-site": "cross-site"},
         )
         assert answer.status_code == 401  # no signature: refused by the webhook itself
+
+
+async def test_a_no_referrer_page_of_ours_may_post_with_origin_null(
+    settings: Settings, resources: Resources
+) -> None:
+    """The invite pages send `Referrer-Policy: no-referrer`, so Chromium posts their forms with
+    `Origin: null`; `Sec-Fetch-Site: same-origin` says they are ours."""
+    async with signed_in_creator(settings, resources) as creator:
+        client = creator.client
+        page = await client.get(
+            f"/campaigns/{creator.campaign_id}", headers={"accept": "text/html"}
+        )
+        own = await client.post(
+            f"/campaigns/{creator.campaign_id}/pause",
+            data={"_csrf_token": csrf_token(page.text), "_idem": str(uuid.uuid4())},
+            headers={"origin": "null", "sec-fetch-site": "same-origin"},
+            follow_redirects=False,
+        )
+        assert own.status_code in (200, 303), own.text
+        assert await _status(resources, creator.campaign_id) is CampaignStatus.PAUSED
