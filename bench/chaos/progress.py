@@ -25,7 +25,7 @@ NOT_FINAL = ("PENDING", "IN_FLIGHT")
 class Snapshot:
     states: Mapping[str, int] = field(default_factory=dict)  # dm_logs rows by private leg state
     rows: int = 0
-    unchecked_unconfirmed: int = 0
+    unchecked_unconfirmed: int = 0  # UNCONFIRMED rows whose inbox check has no result yet
     ledger: int = 0  # comments in our ledger
     last_update: str = ""  # max(updated_at) of dm_logs, as text
     webhooks_in_flight: int = 0

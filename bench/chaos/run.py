@@ -53,7 +53,7 @@ RETURNING id
 _SNAPSHOT = """
 SELECT pr_state, count(*),
        count(*) FILTER (WHERE pr_state = 'UNCONFIRMED'
-                        AND NOT COALESCE(pr_evidence ? 'inbox_check', false)),
+                        AND NOT COALESCE(pr_evidence -> 'inbox_check' ? 'result', false)),
        max(updated_at)::text
 FROM dm_logs WHERE trigger_kind = 'comment' GROUP BY 1
 """
@@ -159,7 +159,7 @@ def observe(database_url: str, admin: SandboxAdmin, comments: list[str]) -> Obse
             str(r[0]): Row(str(r[1]), r[2], bool(r[3]))
             for r in conn.execute(
                 "SELECT trigger_id, pr_state, pr_message_id, "
-                "COALESCE(pr_evidence ? 'inbox_check', false) "
+                "COALESCE(pr_evidence -> 'inbox_check' ? 'result', false) "
                 "FROM dm_logs WHERE trigger_kind = 'comment'"
             ).fetchall()
         }

@@ -32,7 +32,7 @@ SAMPLES = 10
 class Row:
     state: str
     message_id: str | None = None
-    checked: bool = False  # the inbox check has looked (UNCONFIRMED rows)
+    checked: bool = False  # the inbox check reached a result (UNCONFIRMED rows)
 
 
 @dataclass(frozen=True, slots=True)
