@@ -20,7 +20,7 @@ SANDBOX_PORT ?= 8100
 DEV_LOGS := .dev
 
 .PHONY: help install services env migrate dev web worker sandbox test lint format typecheck fuzz \
-        migrate-check unit integration e2e chromium clean bench-deliver chaos bench bench-smoke \
+        migrate-check unit integration e2e chromium clean bench-deliver bench-burst chaos bench bench-smoke \
         bench-log bench-liveness
 
 help: ## list the targets
@@ -124,6 +124,7 @@ test: install services chromium lint typecheck migrate-check ## everything CI ru
 	@$(MAKE) --no-print-directory bench-smoke
 	@$(call smoke,bench.log_queries,bench-log)
 	@$(call smoke,bench.deliver,bench-deliver)
+	@$(call smoke,bench.burst,bench-burst)
 
 lint: ## ruff check, format check, and the import layering (lint-imports, pyproject.toml)
 	@$(RUN) ruff check --quiet .
@@ -173,6 +174,9 @@ bench-log: install services ## delivery-log queries on 1,000,000 rows: index pla
 
 bench-deliver: install services ## delivery benchmark: N comments through one worker process (JSON)
 	@$(RUN) python -m bench.deliver $(if $(SMOKE),--smoke,)
+
+bench-burst: install services ## viral surge: 50,000 comments drained at the cap, in deadline order (JSON)
+	@$(RUN) python -m bench.burst $(if $(SMOKE),--smoke,)
 
 bench-liveness: install services ## SIGKILL a worker holding a job: seconds to "no worker" and to the job re-run (JSON)
 	@$(RUN) python -m bench.liveness $(if $(SMOKE),--smoke,)

@@ -99,6 +99,7 @@ class GraphResponse:
 class SentMessage:
     recipient_id: str | None
     message_id: str
+    usage: Usage = field(default_factory=Usage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +269,9 @@ class GraphClient:
             raise GraphBadResponseError(response.http_status, json.dumps(response.data)[:200])
         recipient = response.data.get("recipient_id")
         return SentMessage(
-            recipient_id=str(recipient) if recipient is not None else None, message_id=message_id
+            recipient_id=str(recipient) if recipient is not None else None,
+            message_id=message_id,
+            usage=response.usage,
         )
 
     async def reply_to_comment(

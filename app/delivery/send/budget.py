@@ -35,11 +35,13 @@ from redis.exceptions import RedisError
 
 _KEY = "oncereply:pr-budget:{account_id}"
 _BUILT = "oncereply:pr-budget-built:{account_id}"
+# The account's pace (`throttle`): while its mode is "paused", no slot is taken.
+PACE_KEY = "oncereply:pr-pace:{account_id}"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
-# Every script: KEYS[1] the sorted set, KEYS[2] the built marker; ARGV[1] limit, ARGV[2] window
-# ms. Answers {-1, 0} when the budget must be rebuilt first.
+# Every script: KEYS[1] the sorted set, KEYS[2] the built marker, KEYS[3] the pace; ARGV[1]
+# limit, ARGV[2] window ms. Answers {-1, 0} when the budget must be rebuilt first.
 _PRELUDE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -47,6 +49,12 @@ if redis.call('EXISTS', KEYS[2]) == 0 then return {-1, 0} end
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+local function paused_for()
+  if redis.call('HGET', KEYS[3], 'mode') ~= 'paused' then return 0 end
+  local ttl = redis.call('PTTL', KEYS[3])
+  if ttl < 1 then return 0 end
+  return ttl
+end
 local function wait_for(rank)
   local nth = redis.call('ZRANGE', KEYS[1], rank, rank, 'WITHSCORES')
   if nth[2] == nil then return 0 end
@@ -56,10 +64,12 @@ local function wait_for(rank)
 end
 """
 
-# ARGV[3] member. {1, 0} taken, or {0, ms until the oldest slot frees}.
+# ARGV[3] member. {1, 0} taken, or {0, ms until the oldest slot frees or the pause ends}.
 _RESERVE = (
     _PRELUDE
     + """
+local paused = paused_for()
+if paused > 0 then return {0, paused} end
 if redis.call('ZCARD', KEYS[1]) < limit then
   redis.call('ZADD', KEYS[1], now, ARGV[3])
   redis.call('PEXPIRE', KEYS[1], window)
@@ -74,6 +84,8 @@ return {0, wait_for(0)}
 _CONFIRM = (
     _PRELUDE
     + """
+local paused = paused_for()
+if paused > 0 then return {0, paused} end
 if redis.call('ZSCORE', KEYS[1], ARGV[3]) or redis.call('ZCARD', KEYS[1]) < limit then
   redis.call('ZADD', KEYS[1], now, ARGV[3])
   redis.call('PEXPIRE', KEYS[1], window)
@@ -267,7 +279,11 @@ class HourlyBudget:
         return int(await self._redis.zcount(key, now_ms - self.window_ms + 1, "+inf"))
 
     async def _run(self, script: Any, account_id: int, *args: object) -> list[Any]:
-        keys = [_KEY.format(account_id=account_id), _BUILT.format(account_id=account_id)]
+        keys = [
+            _KEY.format(account_id=account_id),
+            _BUILT.format(account_id=account_id),
+            PACE_KEY.format(account_id=account_id),
+        ]
         for _ in range(3):
             answer: list[Any] = await script(keys=keys, args=[self.limit, self.window_ms, *args])
             if int(answer[0]) != -1:

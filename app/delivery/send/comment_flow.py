@@ -223,9 +223,11 @@ async def _take_slot(conn: AsyncConnection, run: Run, budget: HourlyBudget) -> S
             # The pacer granted the row to another job, which sends it.
             run.report.private = "granted to the pacer's job"
             return None
-        taken = await budget.confirm(
-            Slot(delivery.account_id, grant_member(delivery.id, granted_at))
-        )
+        granted = Slot(delivery.account_id, grant_member(delivery.id, granted_at))
+        taken = await budget.confirm(granted)
+        if isinstance(taken, BudgetFull):
+            # Paused since the grant, or its slot aged out: the row waits for the pacer again.
+            await budget.release(granted)
     elif delivery.account_backlog:
         await queue_for_budget(conn, delivery.id)
         await kick_pacer(run.resources.queue, [delivery.account_id])

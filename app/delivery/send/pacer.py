@@ -17,6 +17,11 @@ any job that meets such a row leave it to the account's pacer (`pace_account`, o
 5. runs again when a batch of slots (`batch_size`) will be free, or, with nothing left
    waiting, clears the account's backlog mark.
 
+It follows the account's pace (`throttle`): slowed, it hands out a share of the usual rate;
+paused by a rate limit, nothing until the time Meta stated (the budget refuses every slot
+meanwhile, so no other job sends either); each change it sees is recorded as
+an operational event (`pace_slowed`, `pace_paused`, `pace_resumed`).
+
 So the work per delivered DM stays constant however long the backlog grows, and two pacers of
 one account (two workers, a relay's kick racing a scheduled run) cannot hand out a slot twice:
 the rows are locked by the statement and the slots by the script. A granted row whose job was
@@ -33,9 +38,12 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.engine import autocommit
+from app.db.models import EventLevel
 from app.delivery.send.budget import grant_member, grant_stamp
 from app.delivery.send.budget_history import account_budget
 from app.delivery.send.scheduling import enqueue_granted, kick_pacer
+from app.delivery.send.throttle import NORMAL, PAUSED, SLOWED, Pace, Throttle
+from app.operations.events import record_event
 from app.resources import Resources
 
 logger = logging.getLogger("oncereply.delivery")
@@ -55,8 +63,8 @@ _WAITING = """d.account_id = :account_id AND d.trigger_kind = 'comment'
 
 _ACCOUNT = text(
     """
-SELECT (a.status = 'active' OR (a.status = 'paused' AND a.paused_until IS NOT NULL
-        AND a.paused_until <= now())) AS can_send
+SELECT a.workspace_id, (a.status = 'active' OR (a.status = 'paused'
+        AND a.paused_until IS NOT NULL AND a.paused_until <= now())) AS can_send
 FROM instagram_accounts a WHERE a.id = :account_id
 """
 )
@@ -119,10 +127,12 @@ class PaceReport:
     granted: int = 0
     missed: int = 0
     next_run_in_s: float | None = None
+    pace: str = NORMAL
     note: str = ""
 
     def as_dict(self) -> dict[str, object]:
         return {
+            "pace": self.pace,
             "granted": self.granted,
             "missed": self.missed,
             "next_run_in_s": self.next_run_in_s,
@@ -135,22 +145,43 @@ async def queue_for_budget(conn: AsyncConnection, dm_log_id: int) -> None:
     await conn.execute(_QUEUE_FOR_BUDGET, {"id": dm_log_id, "reason": WAITING_REASON})
 
 
+async def pace_changed(resources: Resources, account_id: int, lapses_in_s: float) -> None:
+    """The account's pace changed (`throttle`): its pacer runs now, to act on it and record
+    the change, and again when it lapses, to record that."""
+    await kick_pacer(resources.queue, [account_id])
+    await kick_pacer(resources.queue, [account_id], at=time.time() + lapses_in_s + 0.5)
+
+
 async def pace_account(resources: Resources, account_id: int) -> PaceReport:
     """One run of the account's pacer; see the module docstring."""
     report = PaceReport()
     budget = account_budget(resources)
     batch = batch_size(budget.limit)
+    throttle = Throttle(resources.redis, window_s=budget.window_s)
     params: dict[str, object] = {"account_id": account_id, "grant_ttl": GRANT_TTL_S}
     async with autocommit(resources.engine) as conn:
-        can_send = (await conn.execute(_ACCOUNT, params)).scalar()
-        if not can_send:
+        account = (await conn.execute(_ACCOUNT, params)).first()
+        if account is None or not account.can_send:
             # The relay kicks the pacer again once the account is back.
             report.note = "the account cannot send now"
             return report
+        pace = await throttle.current(account_id)
+        previous = await throttle.note_mode(account_id, pace.mode)
+        if previous is not None:
+            await _record_change(resources, account.workspace_id, account_id, previous, pace)
+        report.pace = pace.mode
+        if pace.mode == PAUSED:
+            report.note = "paused: Instagram asked to wait"
+            return await _again(resources, report, account_id, pace.remaining_s)
         free = await budget.free(account_id, batch=batch)
         next_free_s, batch_free_s = free.next_free_s, free.batch_free_s
-        if free.free > 0:
-            chosen = await conn.execute(_GRANT, {**params, "n": min(free.free, MAX_GRANTS)})
+        # Slowed: a share of the usual rate, `share × batch` slots every `step_s`.
+        step_s = budget.window_s * batch / budget.limit
+        want = min(free.free, MAX_GRANTS)
+        if pace.share < 1:
+            want = min(want, max(1, int(pace.share * batch)))
+        if want > 0:
+            chosen = await conn.execute(_GRANT, {**params, "n": want})
             rows = sorted(chosen.all(), key=lambda row: (row.deadline_at, row.id))
             grants = [(row.id, row.pr_granted_at) for row in rows]
             taken = await budget.grant(
@@ -166,28 +197,68 @@ async def pace_account(resources: Resources, account_id: int) -> PaceReport:
             report.granted = len(granted)
             await enqueue_granted(resources.queue, [(i, grant_stamp(at)) for i, at in granted])
             next_free_s, batch_free_s = taken.next_free_s, taken.batch_free_s
-        if next_free_s <= 0:
-            # Room left after granting every waiting row: the backlog is over.
-            await conn.execute(_CLEAR_BACKLOG, params)
-            report.note = "nothing left waiting"
-            return report
-        missed = (
-            await conn.execute(
+        if next_free_s > 0:
+            # The budget is full: whoever cannot wait for the next slot misses its window.
+            missed = await conn.execute(
                 _SKIP_MISSED, {**params, "free_in": next_free_s, "reason": MISSED_REASON}
             )
-        ).all()
-        report.missed = len(missed)
-        if missed:
-            logger.info(
-                "account %s: %d comments can no longer get their private reply in time",
-                account_id,
-                len(missed),
-            )
+            report.missed = len(missed.all())
+            if report.missed:
+                logger.info(
+                    "account %s: %d comments can no longer get their private reply in time",
+                    account_id,
+                    report.missed,
+                )
         if not (await conn.execute(_ANY_WAITING, params)).scalar():
             await conn.execute(_CLEAR_BACKLOG, params)
             report.note = "nothing left waiting"
             return report
-    wait_s = max(next_free_s, batch_free_s)
+    wait_s = max(next_free_s, step_s if pace.mode == SLOWED else batch_free_s)
+    return await _again(resources, report, account_id, wait_s)
+
+
+async def _again(
+    resources: Resources, report: PaceReport, account_id: int, wait_s: float
+) -> PaceReport:
     report.next_run_in_s = wait_s
     await kick_pacer(resources.queue, [account_id], at=time.time() + wait_s)
     return report
+
+
+_CHANGES = {
+    SLOWED: (
+        "pace_slowed",
+        EventLevel.INFO,
+        "Instagram says this account is near its sending limit: private replies slowed "
+        "to {percent}% of the usual pace",
+    ),
+    PAUSED: (
+        "pace_paused",
+        EventLevel.WARNING,
+        "Instagram asked this account to wait: private replies paused for about {wait}",
+    ),
+    NORMAL: ("pace_resumed", EventLevel.INFO, "private replies are back to the usual pace"),
+}
+
+
+async def _record_change(
+    resources: Resources, workspace_id: int, account_id: int, previous: str, pace: Pace
+) -> None:
+    kind, level, words = _CHANGES[pace.mode]
+    wait = pace.remaining_s
+    message = words.format(
+        percent=round(pace.share * 100),
+        wait=f"{wait / 60:.0f} min" if wait >= 90 else f"{wait:.0f} s",
+    )
+    async with resources.sessionmaker() as session:
+        await record_event(
+            session,
+            source="pacer",
+            level=level,
+            kind=kind,
+            message=message,
+            workspace_id=workspace_id,
+            account_id=account_id,
+            details={"from": previous, "to": pace.mode, "share": pace.share, "for_s": wait},
+        )
+        await session.commit()

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
+from redis.exceptions import RedisError
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -43,7 +44,7 @@ from app.db.models import (
 )
 from app.delivery.content.compose import Content
 from app.delivery.content.follow_ups import FollowUpPlan
-from app.delivery.send import account_state, claims, recording
+from app.delivery.send import account_state, claims, pacer, recording
 from app.delivery.send.claims import load_delivery
 from app.delivery.send.legs import (
     MAX_PUBLIC_ATTEMPTS,
@@ -56,8 +57,9 @@ from app.delivery.send.legs import (
 )
 from app.delivery.send.outcomes import AttemptContext, call_report, failure_update, sent_update
 from app.delivery.send.scheduling import enqueue_delivery, enqueue_verification
+from app.delivery.send.throttle import Throttle
 from app.instagram.classify import AccountAction, Verdict, classify_error
-from app.instagram.graph import GraphError
+from app.instagram.graph import GraphApiError, GraphError, Usage
 from app.instruments import SEND_SECONDS, meta_answer, meta_ok
 from app.operations.idempotency_hits import count_hit
 from app.resources import Resources
@@ -254,9 +256,27 @@ async def call_send(run: Run, message: OutgoingMessage) -> tuple[Verdict | None,
     except GraphError as exc:
         verdict = classify_error(exc, Leg.PRIVATE_REPLY)
         observe_call("messages", verdict, started)
-        return verdict, "", elapsed_ms(started)
+        latency = elapsed_ms(started)
+        if isinstance(exc, GraphApiError):
+            await observe_pace(run, exc.usage, exc.code)
+        return verdict, "", latency
     observe_call("messages", None, started)
-    return None, sent.message_id, elapsed_ms(started)
+    latency = elapsed_ms(started)
+    await observe_pace(run, sent.usage, None)
+    return None, sent.message_id, latency
+
+
+async def observe_pace(run: Run, usage: Usage, code: int | None) -> None:
+    """What Meta's answer says about the account's pace (`throttle`); a change wakes its
+    pacer. Never in the way of the send's own outcome."""
+    resources, account_id = run.resources, run.delivery.account_id
+    throttle = Throttle(resources.redis, window_s=resources.settings.private_reply_window_s)
+    try:
+        observed = await throttle.observe(account_id, usage, code=code)
+        if observed is not None and observed.changed:
+            await pacer.pace_changed(resources, account_id, observed.hold_s)
+    except (RedisError, OSError, OperationalError, InterfaceError) as exc:
+        logger.warning("could not note the pace of account %s: %s", account_id, exc)
 
 
 def observe_call(endpoint: str, verdict: Verdict | None, started: float) -> None:

@@ -1,0 +1,159 @@
+"""Adaptive throttling of an account's sends, from what Meta's answers say.
+
+Every answer to a send carries Meta's usage headers (`X-App-Usage`,
+`X-Business-Use-Case-Usage`: percentages of the budgets, and `estimated_time_to_regain_access`
+once one is spent), and a refusal for a rate limit has its code (4, 17, 32, 613, 80002).
+`observe` reads them after each call and moves the account's pace, one atomic Redis script:
+
+- **slowed**: usage at or above `SLOW_FROM` percent, or a rate-limit code with no stated
+  wait: the pacer hands out only a share of its usual rate (`share`: the less headroom, the
+  smaller; the least after a refusal), so the account slows down before Meta refuses. It
+  holds for `slow_hold_s` after the last answer that said so, then lapses;
+- **paused**: a rate-limit code with `estimated_time_to_regain_access`: no slot at all is
+  taken (the budget's scripts refuse, `budget.PACE_KEY`) until that time has passed, then the
+  pause lapses on its own;
+- **normal**: neither (the key is absent).
+
+A change wakes the account's pacer at once and again when it lapses; the pacer records each
+change it sees as an operational event (`note_mode`: slowed, paused, back to normal) and
+paces accordingly. Times come from the Redis server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+
+from app.delivery.send.budget import PACE_KEY
+from app.instagram.graph import Usage
+
+_KEY = PACE_KEY
+_SEEN = "oncereply:pr-pace-seen:{account_id}"
+
+SLOW_FROM = 75.0
+MIN_SHARE = 0.1
+_MEASURES = ("call_count", "total_time", "total_cputime")
+RATE_LIMIT_CODES = frozenset({4, 17, 32, 613, 80002})
+NORMAL, SLOWED, PAUSED = "normal", "slowed", "paused"
+
+# KEYS[1] the pace hash; ARGV: mode (slowed|paused), share, hold ms. A pause only ever
+# lengthens; a slow-down never shortens a pause. Returns {mode before, mode after}.
+_OBSERVE = """
+local before = redis.call('HGET', KEYS[1], 'mode') or 'normal'
+local hold = tonumber(ARGV[3])
+if ARGV[1] == 'paused' then
+  if before ~= 'paused' or redis.call('PTTL', KEYS[1]) < hold then
+    redis.call('HSET', KEYS[1], 'mode', 'paused', 'share', '0')
+    redis.call('PEXPIRE', KEYS[1], hold)
+  end
+  return {before, 'paused'}
+end
+if before == 'paused' then return {before, before} end
+redis.call('HSET', KEYS[1], 'mode', 'slowed', 'share', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], hold)
+return {before, 'slowed'}
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Pace:
+    mode: str
+    share: float  # of the free slots the pacer may hand out
+    remaining_s: float  # until the mode lapses (0 when normal)
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    before: str
+    after: str
+
+    hold_s: float = 0.0
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+
+def usage_percent(usage: Usage) -> float:
+    """The highest share of any budget the headers report, in percent."""
+    budgets: list[dict[str, Any]] = [usage.app]
+    for entries in usage.business.values():
+        budgets += (
+            [entry for entry in entries if isinstance(entry, dict)]
+            if isinstance(entries, list)
+            else []
+        )
+    return max((_number(budget.get(name)) for budget in budgets for name in _MEASURES), default=0.0)
+
+
+def share_for(percent: float) -> float:
+    """The share of free slots to hand out at this usage: all below SLOW_FROM, down to
+    MIN_SHARE at 100 %."""
+    if percent < SLOW_FROM:
+        return 1.0
+    return max(MIN_SHARE, (100.0 - percent) / (100.0 - SLOW_FROM))
+
+
+def slow_hold_s(window_s: float) -> float:
+    """How long one high-usage answer keeps the account slowed: five minutes of the hour."""
+    return max(1.0, window_s / 12.0)
+
+
+class Throttle:
+    def __init__(self, redis: Redis, *, window_s: float) -> None:
+        self._redis = redis
+        self.window_s = window_s
+        self._observe = redis.register_script(_OBSERVE)
+
+    async def observe(
+        self, account_id: int, usage: Usage, *, code: int | None = None
+    ) -> Observed | None:
+        """What one answer says about the account's pace; None when it says nothing new
+        (usage below SLOW_FROM and no rate-limit code: no Redis call)."""
+        if code in RATE_LIMIT_CODES:
+            minutes = usage.regain_access_minutes
+            if minutes:
+                return await self._set(account_id, PAUSED, 0.0, minutes * 60.0)
+            return await self._set(account_id, SLOWED, MIN_SHARE, slow_hold_s(self.window_s))
+        percent = usage_percent(usage)
+        if percent < SLOW_FROM:
+            return None
+        return await self._set(account_id, SLOWED, share_for(percent), slow_hold_s(self.window_s))
+
+    async def current(self, account_id: int) -> Pace:
+        key = _KEY.format(account_id=account_id)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hgetall(key)
+            pipe.pttl(key)
+            fields, ttl_ms = await pipe.execute()
+        values = {_text(k): _text(v) for k, v in (fields or {}).items()}
+        mode = values.get("mode", NORMAL)
+        if mode == NORMAL or int(ttl_ms) <= 0:
+            return Pace(NORMAL, 1.0, 0.0)
+        return Pace(mode, float(values.get("share", "1") or 1), int(ttl_ms) / 1000.0)
+
+    async def note_mode(self, account_id: int, mode: str) -> str | None:
+        """Remember the mode the pacer acts on; the one it replaces when it changed."""
+        before = await self._redis.getset(_SEEN.format(account_id=account_id), mode)
+        previous = _text(before) if before is not None else NORMAL
+        return previous if previous != mode else None
+
+    async def _set(self, account_id: int, mode: str, share: float, hold_s: float) -> Observed:
+        answer: list[Any] = await self._observe(
+            keys=[_KEY.format(account_id=account_id)],
+            args=[mode, f"{share:.3f}", max(1, int(hold_s * 1000))],
+        )
+        return Observed(_text(answer[0]), _text(answer[1]), hold_s)
+
+
+def _number(value: object) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,493 @@
+"""Viral-surge benchmark: a burst of comments drained through the hourly private-reply budget.
+
+    uv run python -m bench.burst            # 50,000 comments, 750 per 10 s (about 15 minutes)
+    uv run python -m bench.burst --smoke    # 2,000 comments, 50 per 1 s (about a minute)
+
+N comments from N distinct fans on one post of one account are made in the sandbox at the
+arrival rate of a viral post (`--rate` per second); the sandbox sends them as signed webhooks
+to a real web process, and `--workers` worker processes ingest and deliver them. The budget's
+window is compressed (`PRIVATE_REPLY_WINDOW_S`, a setting only tests and benchmarks use), so
+a backlog that takes Meta's cap days to drain takes minutes. The sandbox's own limits are
+lifted: the cap measured is ours. Prints one JSON object:
+
+- `comments`; `ingest_seconds`: from the first comment made to the last one in the ledger;
+- `delivered` (SENT), `expired` (SKIPPED_WINDOW_EXPIRED), `states` (an UNCONFIRMED row is
+  final too: a send whose answer was lost, looked for in the inbox afterwards);
+- `max_sends_in_window`: the most private replies the sandbox received in any rolling window
+  of `window_seconds` (must be ≤ `window_cap`);
+- `job_runs_per_delivery`: job executions of any kind (ingest, deliveries, the pacer, crons)
+  counted in the worker processes, divided by `delivered` (target ≤ 1.5), and `job_runs` by
+  job name;
+- `max_reorder`: for a comment, how many comments made after it were sent before it; the
+  most over all comments (target ≤ one pacer batch, `pacer_batch`);
+- `duplicates`: private replies beyond one per comment (must be 0);
+- `worker_peak_rss_mb`: the largest peak RSS of the worker processes;
+- `redis_peak_mb`: the Redis server's peak `used_memory` during the run less its value at the
+  start (the server is shared, so other tenants' use is in it too);
+- `seconds`: the whole run; `ok`: every answer right (every row final, nothing twice, the cap
+  held). Targets are reported, never failed on. `sends_per_window`: private replies per
+  window from the first comment on.
+
+`--throttle`: the variant where Meta refuses for a while mid-run. From `--throttle-at` seconds
+after the first comment, for `--throttle-for` seconds, the sandbox allows only
+`--throttle-rate` sends a second and answers the rest code 4 with its usage headers; the
+report adds `throttle` (the stretch, the refusals, the pacer's `pace_*` operational events),
+and `sends_per_window` shows the pace drop and recover. A refused reply is retried five
+minutes later, so this variant runs that much longer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import bisect
+import dataclasses
+import json
+import os
+import resource
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, cast
+
+import psycopg
+import redis
+
+from bench.deliver import MEDIA_ID, seed
+from sandbox.client import SandboxAdmin
+from tests.support.dashboard import sandbox_env, web_env_for
+from tests.support.infra import TestDatabase, TestRedis, base_env
+from tests.support.processes import Service, free_port, start_web, wait_until, worker_beating
+from tests.support.sandbox_process import start_sandbox
+
+LOG_DIR = Path(tempfile.gettempdir()) / "oncereply-bench"
+QUEUE = "bench-burst"
+ACCOUNT = "sunny.bakes"
+# No progress (a comment ingested or a row settled) for this long fails the run; longer than
+# the five minutes a refusal for a rate limit waits before its retry.
+STALL_S = 420.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Size:
+    comments: int
+    cap: int
+    window_s: float
+    rate: float
+    workers: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Throttling:
+    at_s: float
+    for_s: float
+    sends_per_s: int
+
+
+class _Throttler(threading.Thread):
+    """Meta's per-second limit, lowered for a stretch of the run, then lifted again."""
+
+    def __init__(self, base_url: str, plan: Throttling, started: float) -> None:
+        super().__init__(daemon=True)
+        self.plan, self.started = plan, started
+        self._admin = SandboxAdmin(base_url, timeout=60)
+
+    def run(self) -> None:
+        time.sleep(max(0.0, self.started + self.plan.at_s - time.time()))
+        self._admin.update_settings(sends_per_second=self.plan.sends_per_s)
+        time.sleep(self.plan.for_s)
+        self._admin.update_settings(sends_per_second=10**9)
+        self._admin.close()
+
+
+FULL = Size(comments=50_000, cap=750, window_s=10.0, rate=250.0, workers=2)
+# The cap is set below what two workers deliver on a busy two-core machine, so the backlog and
+# its pacer are exercised.
+SMOKE = Size(comments=2_000, cap=50, window_s=1.0, rate=500.0, workers=2)
+
+
+def _parallel(count: int, threads: int, work: Any) -> None:
+    """Run `work(admin, i)` for i in range(count) over `threads` sandbox clients."""
+
+    def run(part: int, admin: SandboxAdmin) -> None:
+        try:
+            for i in range(part, count, threads):
+                work(admin, i)
+        finally:
+            admin.close()
+
+    base = work.base_url
+    workers = [
+        threading.Thread(target=run, args=(k, SandboxAdmin(base, timeout=60)))
+        for k in range(threads)
+    ]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join()
+
+
+class _AddFans:
+    def __init__(self, base_url: str, names: list[str]) -> None:
+        self.base_url, self.names = base_url, names
+
+    def __call__(self, admin: SandboxAdmin, i: int) -> None:
+        admin.add_fan(self.names[i])
+
+
+class _Comment:
+    """Fan i comments when it is due at the steady rate."""
+
+    def __init__(self, base_url: str, names: list[str], rate: float, started: float) -> None:
+        self.base_url, self.names, self.rate, self.started = base_url, names, rate, started
+
+    def __call__(self, admin: SandboxAdmin, i: int) -> None:
+        pause = self.started + i / self.rate - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+        admin.fan_comment(self.names[i], MEDIA_ID, "RECIPE please")
+
+
+class _RedisPeak(threading.Thread):
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self._client = redis.Redis.from_url(url)
+        self.baseline = self._used()
+        self.peak = self.baseline
+        self._done = threading.Event()
+
+    def _used(self) -> int:
+        info = cast("dict[str, Any]", self._client.info("memory"))
+        return int(info["used_memory"])
+
+    def run(self) -> None:
+        while not self._done.wait(0.5):
+            self.peak = max(self.peak, self._used())
+
+    def stop(self) -> float:
+        self._done.set()
+        self.join()
+        self.peak = max(self.peak, self._used())
+        self._client.close()
+        return (self.peak - self.baseline) / 2**20
+
+
+def _wait_for_progress(database_url: str, total: int, size: Size) -> tuple[float, dict[str, int]]:
+    """Until every comment is in the ledger and every row is final; fails after STALL_S without
+    progress. Returns (epoch when the last comment reached the ledger, states)."""
+    ingested_at = 0.0
+    last, last_change = (-1, -1), time.monotonic()
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        while True:
+            (comments,) = conn.execute("SELECT count(*) FROM comments").fetchone() or (0,)
+            states: dict[str, int] = dict(
+                conn.execute("SELECT pr_state, count(*) FROM dm_logs GROUP BY 1").fetchall()
+            )
+            if comments >= total and not ingested_at:
+                row = conn.execute("SELECT extract(epoch FROM max(created_at)) FROM comments")
+                ingested_at = float((row.fetchone() or (0,))[0])
+            open_rows = states.get("PENDING", 0) + states.get("IN_FLIGHT", 0)
+            if comments >= total and sum(states.values()) >= total and open_rows == 0:
+                return ingested_at, states
+            progress = (comments, sum(states.values()) - open_rows)
+            if int(time.monotonic()) % 10 == 0:
+                print(f"burst: {comments} comments, {states}", file=sys.stderr, flush=True)
+            if progress != last:
+                last, last_change = progress, time.monotonic()
+            elif time.monotonic() - last_change > STALL_S:
+                raise TimeoutError(f"no progress for {STALL_S} s: {comments} comments, {states}")
+            time.sleep(0.5)
+
+
+def max_in_window(times: list[float], window_s: float) -> int:
+    """The most of `times` in any half-open window [t, t + window_s)."""
+    ordered = sorted(times)
+    most = 0
+    for i, start in enumerate(ordered):
+        most = max(most, bisect.bisect_left(ordered, start + window_s) - i)
+    return most
+
+
+def max_reorder(made_sent: list[tuple[float, float]]) -> int:
+    """For each comment, how many comments made strictly later were sent strictly earlier; the
+    most over all comments (a Fenwick tree over the made-time ranks, in send order)."""
+    made_values = sorted({made for made, _ in made_sent})
+    rank = {value: i + 1 for i, value in enumerate(made_values)}
+    tree = [0] * (len(made_values) + 1)
+
+    def add(i: int) -> None:
+        while i < len(tree):
+            tree[i] += 1
+            i += i & -i
+
+    def upto(i: int) -> int:
+        total = 0
+        while i > 0:
+            total += tree[i]
+            i -= i & -i
+        return total
+
+    worst, seen = 0, 0
+    by_sent = sorted(made_sent, key=lambda pair: pair[1])
+    i = 0
+    while i < len(by_sent):
+        # Comments sent at the same instant are not "before" each other.
+        j = i
+        while j < len(by_sent) and by_sent[j][1] == by_sent[i][1]:
+            j += 1
+        for made, _ in by_sent[i:j]:
+            worst = max(worst, seen - upto(rank[made]))
+        for made, _ in by_sent[i:j]:
+            add(rank[made])
+        seen += j - i
+        i = j
+    return worst
+
+
+def sends_per_window(times: list[float], window_s: float, started: float) -> list[int]:
+    counts: Counter[int] = Counter(int((t - started) // window_s) for t in times)
+    return [counts.get(k, 0) for k in range(max(counts, default=-1) + 1)]
+
+
+def run(size: Size, throttling: Throttling | None = None) -> dict[str, Any]:
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    database = TestDatabase.create()
+    redis_db = TestRedis.reserve()
+    web_port = free_port()
+    started_run = time.monotonic()
+    counts_files = [LOG_DIR / f"burst-counts-{os.getpid()}-{k}.json" for k in range(size.workers)]
+    try:
+        database.migrate()
+        env = base_env(database.url, redis_db.url)
+        sandbox_extra = {
+            **sandbox_env(env),
+            "SANDBOX_WEBHOOK_CALLBACK_URL": f"http://127.0.0.1:{web_port}/webhooks/instagram",
+            "SANDBOX_WEBHOOK_VERIFY_TOKEN": env["WEBHOOK_VERIFY_TOKEN"],
+        }
+        with start_sandbox(sandbox_extra, log_dir=LOG_DIR) as sandbox:
+            admin = sandbox.admin
+            admin.update_settings(sends_per_second=10**9, private_replies_per_hour=10**9)
+            token = admin.mint_token(
+                ACCOUNT, age_seconds=2 * 86400, subscribe=["comments", "messages"]
+            )["access_token"]
+            seed(database.url, token, env["ENCRYPTION_KEY"])
+            names = [f"surge.fan{i}" for i in range(size.comments)]
+            _parallel(size.comments, 8, _AddFans(sandbox.base_url, names))
+            app_env = {
+                **web_env_for(env, sandbox.base_url, f"http://127.0.0.1:{web_port}"),
+                "PRIVATE_REPLIES_PER_HOUR": str(size.cap),
+                "PRIVATE_REPLY_WINDOW_S": str(size.window_s),
+                "QUEUE_NAME": QUEUE,
+            }
+            web = start_web(app_env, web_port, LOG_DIR)
+            workers = [
+                Service(
+                    f"burst-worker-{k}",
+                    ["-m", "bench.burst", "--worker-process"],
+                    {**app_env, "BENCH_COUNTS_FILE": str(counts_files[k])},
+                    LOG_DIR / f"burst-worker-{os.getpid()}-{k}.log",
+                ).start()
+                for k in range(size.workers)
+            ]
+            peak = _RedisPeak(redis_db.url)
+            try:
+                wait_until(lambda: worker_beating(web_port), timeout=120, what="a worker heartbeat")
+                wait_until(
+                    lambda: bool(admin.webhook().get("registered")),
+                    timeout=60,
+                    what="the sandbox to verify its webhook callback",
+                )
+                peak.start()
+                first_comment_at = time.time()
+                if throttling is not None:
+                    _Throttler(sandbox.base_url, throttling, first_comment_at).start()
+                _parallel(
+                    size.comments,
+                    8,
+                    _Comment(sandbox.base_url, names, size.rate, time.monotonic()),
+                )
+                ingested_at, states = _wait_for_progress(database.url, size.comments, size)
+            finally:
+                for worker in workers:
+                    worker.stop(timeout=60)
+                web.stop()
+                redis_mb = peak.stop() if peak.is_alive() else 0.0
+            messages = [m for m in admin.messages(account=ACCOUNT) if m.get("comment_id")]
+        with psycopg.connect(database.url, autocommit=True) as conn:
+            throttle_seen = {
+                "refused_code_4": (
+                    conn.execute(
+                        "SELECT count(*) FROM delivery_attempts WHERE meta_code = 4"
+                    ).fetchone()
+                    or (0,)
+                )[0],
+                "pace_events": [
+                    {"at_s": round(float(at) - first_comment_at, 1), "kind": kind, "message": m}
+                    for at, kind, m in conn.execute(
+                        "SELECT extract(epoch FROM created_at), kind, message "
+                        "FROM operational_events WHERE source = 'pacer' ORDER BY id"
+                    ).fetchall()
+                ],
+            }
+            made_sent = [
+                (float(made), float(sent))
+                for made, sent in conn.execute(
+                    "SELECT extract(epoch FROM deadline_at), extract(epoch FROM pr_sent_at) "
+                    "FROM dm_logs WHERE pr_state = 'SENT'"
+                ).fetchall()
+            ]
+    finally:
+        redis_db.release()
+        database.drop()
+    counted = [json.loads(f.read_text()) for f in counts_files if f.exists()]
+    result = _report(
+        size,
+        Observed(
+            first_comment_at=first_comment_at,
+            ingested_at=ingested_at,
+            states=states,
+            messages=messages,
+            made_sent=made_sent,
+            counted=counted,
+            redis_mb=redis_mb,
+            seconds=time.monotonic() - started_run,
+        ),
+    )
+    if throttling is not None:
+        result["throttle"] = {**dataclasses.asdict(throttling), **throttle_seen}
+    return result
+
+
+@dataclasses.dataclass(frozen=True)
+class Observed:
+    first_comment_at: float
+    ingested_at: float
+    states: dict[str, int]
+    messages: list[dict[str, Any]]
+    made_sent: list[tuple[float, float]]
+    counted: list[dict[str, Any]]
+    redis_mb: float
+    seconds: float
+
+
+def _report(size: Size, seen: Observed) -> dict[str, Any]:
+    from app.delivery.send.pacer import batch_size
+
+    states, counted, messages = seen.states, seen.counted, seen.messages
+    runs: Counter[str] = Counter()
+    for count in counted:
+        runs.update(count.get("jobs", {}))
+    delivered = states.get("SENT", 0)
+    per_comment = Counter(m["comment_id"] for m in messages)
+    duplicates = sum(n - 1 for n in per_comment.values() if n > 1)
+    times = [float(m["time"]) for m in messages]
+    most = max_in_window(times, size.window_s)
+    expired = states.get("SKIPPED_WINDOW_EXPIRED", 0)
+    final = sum(states.values()) - states.get("PENDING", 0) - states.get("IN_FLIGHT", 0)
+    result: dict[str, Any] = {
+        "benchmark": "burst",
+        "comments": size.comments,
+        "arrival_rate_per_s": size.rate,
+        "workers": size.workers,
+        "ingest_seconds": round(seen.ingested_at - seen.first_comment_at, 2),
+        "delivered": delivered,
+        "expired": expired,
+        "states": states,
+        "max_sends_in_window": most,
+        "window_cap": size.cap,
+        "window_seconds": size.window_s,
+        "job_runs_per_delivery": round(sum(runs.values()) / max(delivered, 1), 3),
+        "job_runs": dict(runs),
+        "max_reorder": max_reorder(seen.made_sent),
+        "pacer_batch": batch_size(size.cap),
+        "duplicates": duplicates,
+        "worker_peak_rss_mb": max((c.get("peak_rss_mb", 0.0) for c in counted), default=None),
+        "redis_peak_mb": round(seen.redis_mb, 1),
+        "seconds": round(seen.seconds, 1),
+        "targets": {"job_runs_per_delivery": 1.5, "max_reorder": batch_size(size.cap)},
+    }
+    per_window = sends_per_window(times, size.window_s, seen.first_comment_at)
+    result["sends_per_window"] = per_window if len(per_window) <= 120 else "(over 120 windows)"
+    sent_rows = delivered + states.get("UNCONFIRMED", 0)
+    result["ok"] = (
+        final == size.comments
+        and duplicates == 0
+        and most <= size.cap
+        and delivered <= len(per_comment) <= sent_rows
+    )
+    return result
+
+
+def worker_process() -> int:
+    """`--worker-process`: the product's worker (crons included), counting every job it runs
+    and reporting its peak RSS when it stops."""
+    from app.jobs.registry import JOBS
+    from app.logs import configure_logging
+    from app.settings import load_settings
+    from worker.runner import build_worker
+
+    jobs: Counter[str] = Counter()
+    configure_logging("WARNING")
+    built = build_worker(load_settings(), jobs=list(JOBS))
+
+    async def count_job(ctx: dict[str, Any]) -> None:
+        job = ctx.get("job")
+        jobs[str(getattr(job, "function", "?"))] += 1
+
+    built.after_process = [*(built.after_process or []), count_job]
+    try:
+        asyncio.run(built.start())
+    finally:
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        Path(os.environ["BENCH_COUNTS_FILE"]).write_text(
+            json.dumps({"jobs": jobs, "peak_rss_mb": round(peak_mb, 1)})
+        )
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="2,000 comments, under a minute")
+    parser.add_argument("--n", type=int, help="comments (default 50,000)")
+    parser.add_argument("--cap", type=int, help="private replies per window (default 750)")
+    parser.add_argument("--window", type=float, help="the compressed window, seconds")
+    parser.add_argument("--rate", type=float, help="comments made per second")
+    parser.add_argument("--workers", type=int, help="worker processes")
+    parser.add_argument("--throttle", action="store_true", help="Meta refuses for a while")
+    parser.add_argument("--throttle-at", type=float, default=60.0, help="seconds in")
+    parser.add_argument("--throttle-for", type=float, default=30.0, help="seconds long")
+    parser.add_argument("--throttle-rate", type=int, default=5, help="sends a second allowed")
+    parser.add_argument("--worker-process", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker_process:
+        return worker_process()
+    size = SMOKE if args.smoke else FULL
+    size = dataclasses.replace(
+        size,
+        **{
+            name: value
+            for name, value in (
+                ("comments", args.n),
+                ("cap", args.cap),
+                ("window_s", args.window),
+                ("rate", args.rate),
+                ("workers", args.workers),
+            )
+            if value is not None
+        },
+    )
+    throttling = (
+        Throttling(args.throttle_at, args.throttle_for, args.throttle_rate)
+        if args.throttle
+        else None
+    )
+    result = run(size, throttling)
+    print(json.dumps(result, indent=2, default=str))
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
