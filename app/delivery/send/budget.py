@@ -9,9 +9,11 @@ server, so workers on different hosts agree on it. Two ways to take slots:
 - `grant`: the account's pacer takes as many of the free slots as it has rows waiting, named
   after the rows (`grant_member`), and the row's job `confirm`s its slot just before the send.
 
-After the call, a slot whose message Meta may have counted is `stamp`ed with the time the
-answer came, so it frees one window after Meta's own count began, never before. A definite
-rejection gives its slot back (`release`); an ambiguous one keeps it.
+A slot taken for a send is scored with the latest time Meta could count the message (now plus
+the longest a send may take, `in_flight_s`); after the call it is `stamp`ed with the time the
+answer came. Either way it frees one window after Meta's own count began, never before, even
+when a call takes a good part of the window. A definite rejection gives its slot back
+(`release`); an ambiguous one keeps it.
 
 Redis may keep nothing on disk: a restart loses the sorted set. Every script first checks the
 account's "built" marker; when it is missing, the budget is rebuilt from the `history` the
@@ -64,31 +66,33 @@ local function wait_for(rank)
 end
 """
 
-# ARGV[3] member. {1, 0} taken, or {0, ms until the oldest slot frees or the pause ends}.
+# ARGV[3] member, ARGV[4] in-flight ms. {1, 0} taken, or {0, ms until the oldest slot frees or
+# the pause ends}.
 _RESERVE = (
     _PRELUDE
     + """
 local paused = paused_for()
 if paused > 0 then return {0, paused} end
 if redis.call('ZCARD', KEYS[1]) < limit then
-  redis.call('ZADD', KEYS[1], now, ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], window)
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], window + tonumber(ARGV[4]))
   return {1, 0}
 end
 return {0, wait_for(0)}
 """
 )
 
-# ARGV[3] member. A granted slot about to be used: still held → scored now; aged out (its job
-# ran late) → taken again if there is room. {1, 0} or {0, ms until a slot frees}.
+# ARGV[3] member, ARGV[4] in-flight ms. A granted slot about to be used: still held → scored
+# as the send's; aged out (its job ran late) → taken again if there is room. {1, 0} or {0, ms
+# until a slot frees}.
 _CONFIRM = (
     _PRELUDE
     + """
 local paused = paused_for()
 if paused > 0 then return {0, paused} end
 if redis.call('ZSCORE', KEYS[1], ARGV[3]) or redis.call('ZCARD', KEYS[1]) < limit then
-  redis.call('ZADD', KEYS[1], now, ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], window)
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], window + tonumber(ARGV[4]))
   return {1, 0}
 end
 return {0, wait_for(0)}
@@ -163,7 +167,8 @@ redis.call('SET', KEYS[2], '1')
 return added
 """
 
-# (member, age in ms) of every slot the window still holds, read from the durable record.
+# (member, age in ms) of every slot the window still holds, read from the durable record; a
+# negative age scores a slot in the future (a send still in flight).
 History = Callable[[int, float], Awaitable[Sequence[tuple[str, int]]]]
 
 
@@ -229,11 +234,13 @@ class HourlyBudget:
         limit: int,
         window_s: float = 3600.0,
         history: History = _no_history,
+        in_flight_s: float = 0.0,
     ) -> None:
         self._redis = redis
         self.limit = limit
         self.window_s = window_s
         self.window_ms = int(window_s * 1000)
+        self.in_flight_ms = int(in_flight_s * 1000)
         self._history = history
         self._reserve = redis.register_script(_RESERVE)
         self._confirm = redis.register_script(_CONFIRM)
@@ -244,14 +251,16 @@ class HourlyBudget:
 
     async def reserve(self, account_id: int, *, tag: str = "") -> Slot | BudgetFull:
         member = f"{tag}:{uuid.uuid4().hex[:12]}" if tag else uuid.uuid4().hex
-        granted, wait_ms = await self._run(self._reserve, account_id, member)
+        granted, wait_ms = await self._run(self._reserve, account_id, member, self.in_flight_ms)
         if int(granted) == 1:
             return Slot(account_id, member)
         return BudgetFull(int(wait_ms) / 1000.0)
 
     async def confirm(self, slot: Slot) -> Slot | BudgetFull:
         """A granted slot, just before its send: held again from now, or taken anew."""
-        granted, wait_ms = await self._run(self._confirm, slot.account_id, slot.member)
+        granted, wait_ms = await self._run(
+            self._confirm, slot.account_id, slot.member, self.in_flight_ms
+        )
         return slot if int(granted) == 1 else BudgetFull(int(wait_ms) / 1000.0)
 
     async def grant(self, account_id: int, members: Sequence[str], *, batch: int) -> Granted:
@@ -291,6 +300,6 @@ class HourlyBudget:
             history = await self._history(account_id, self.window_s)
             pairs: list[str | int] = []
             for member, age_ms in history:
-                pairs += [member, max(0, int(age_ms))]
+                pairs += [member, int(age_ms)]
             await self._rebuild(keys=keys, args=[self.window_ms, *pairs])
         raise BudgetUnavailableError(f"the budget of account {account_id} kept vanishing")

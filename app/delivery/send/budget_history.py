@@ -1,8 +1,8 @@
 """The hourly budget as PostgreSQL remembers it, for rebuilding it after Redis lost it.
 
 Every private reply Meta may have counted left a `delivery_attempts` row: in flight (no
-answer yet: counted from now, the latest Meta could count it), sent, or ambiguous, each from
-when its answer came. A row the pacer granted a slot that has not been claimed yet holds that
+answer yet: counted from the latest Meta could count it), sent, or ambiguous, each from when
+its answer came. A row the pacer granted a slot that has not been claimed yet holds that
 slot too, under the name it was granted (`grant_member`), so its job's `confirm` finds it.
 Ages are computed by PostgreSQL and turned into scores by Redis, so the two clocks never have
 to agree.
@@ -21,7 +21,8 @@ from app.resources import Resources
 _HISTORY = text(
     """
 SELECT 'a:' || t.id AS member,
-       CAST(EXTRACT(EPOCH FROM now() - COALESCE(t.finished_at, now())) * 1000 AS bigint) AS age
+       CASE WHEN t.finished_at IS NULL THEN -CAST(:in_flight AS bigint)
+            ELSE CAST(EXTRACT(EPOCH FROM now() - t.finished_at) * 1000 AS bigint) END AS age
 FROM delivery_attempts t JOIN dm_logs d ON d.id = t.dm_log_id
 WHERE d.account_id = :account_id AND d.trigger_kind = 'comment' AND t.leg = 'private_reply'
   AND (t.classification IS NULL OR t.classification IN ('sent', 'ambiguous'))
@@ -42,13 +43,24 @@ def account_budget(resources: Resources) -> HourlyBudget:
 
     async def history(account_id: int, window_s: float) -> Sequence[tuple[str, int]]:
         async with autocommit(resources.engine) as conn:
-            rows = await conn.execute(_HISTORY, {"account_id": account_id, "window": window_s})
+            rows = await conn.execute(
+                _HISTORY,
+                {"account_id": account_id, "window": window_s, "in_flight": in_flight_ms},
+            )
             return [(str(row.member), int(row.age)) for row in rows]
 
     settings = resources.settings
+    in_flight_ms = int(in_flight_s(settings.send_timeout_s) * 1000)
     return HourlyBudget(
         resources.redis,
         limit=settings.private_replies_per_hour,
         window_s=settings.private_reply_window_s,
         history=history,
+        in_flight_s=in_flight_s(settings.send_timeout_s),
     )
+
+
+def in_flight_s(send_timeout_s: float) -> float:
+    """The longest a send may take: the message and its plain-text fallback, each up to the
+    send timeout, and a margin."""
+    return 2 * send_timeout_s + 5.0
