@@ -39,6 +39,7 @@ from app.web.meta_callbacks import MetaCallbacksController
 from app.web.metrics import MetricsController
 from app.web.overview import home
 from app.web.same_origin import same_origin_only
+from app.web.security_headers import security_headers
 from app.web.setup_doctor import SetupDoctorController
 from app.web.team import switch_workspace, team_router
 from app.web.templating import template_config
@@ -103,6 +104,9 @@ def create_app(settings: Settings | None = None) -> Litestar:
             same_origin_only(settings.public_base_url, CSRF_EXEMPT),
         ],
         plugins=[HTMXPlugin()],
+        before_send=[security_headers(settings)],
+        # No OpenAPI pages: the dashboard is no API, and they would load scripts from a CDN.
+        openapi_config=None,
         template_config=template_config(),
         csrf_config=CSRFConfig(
             secret=settings.secret_key,

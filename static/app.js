@@ -20,3 +20,38 @@ document.addEventListener("click", async (event) => {
   button.textContent = copied ? "Copied" : "Press Ctrl-C to copy";
   button.dataset.copied = copied ? "yes" : "no";
 });
+
+// What the templates would otherwise do with inline code, which the Content-Security-Policy
+// forbids (no inline handlers, htmx without eval):
+
+// A poller (hx-trigger="every Ns" data-visible-only) asks nothing while its tab is hidden.
+document.addEventListener("htmx:beforeRequest", (event) => {
+  const poller = event.target.closest && event.target.closest("[data-visible-only]");
+  if (poller && poller === event.target && document.visibilityState !== "visible") {
+    event.preventDefault();
+  }
+});
+
+// A keyword entry box (data-chip-entry) turns what was typed into chips on Enter or a comma;
+// Enter must not submit the whole campaign form.
+document.addEventListener("keydown", (event) => {
+  if (!event.target.matches || !event.target.matches("[data-chip-entry]")) return;
+  if (event.key === "Enter") event.preventDefault();
+});
+document.addEventListener("keyup", (event) => {
+  if (!event.target.matches || !event.target.matches("[data-chip-entry]")) return;
+  if (event.key === "Enter" || event.key === ",") {
+    event.target.dispatchEvent(new CustomEvent("chip-entered", { bubbles: true }));
+  }
+});
+
+// A thumbnail that does not load (an expired CDN link) is removed rather than shown broken.
+document.addEventListener(
+  "error",
+  (event) => {
+    if (event.target.matches && event.target.matches("img[data-remove-on-error]")) {
+      event.target.remove();
+    }
+  },
+  true,
+);

@@ -17,6 +17,9 @@ Fixtures for flows built on top of this:
 - `connected`: the same, with @sunny.bakes connected through the sandbox consent page;
 - `worker`: a real worker process (same settings as the web) that is beating when the test
   starts; function scope, because other tests need to see no worker at all.
+
+Every test fails on a Content-Security-Policy violation reported in a browser console
+(`_no_csp_violations`), on our pages and the sandbox's alike.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page
 
 from tests.e2e.flows import Connected, SignedIn, connect_instagram, sign_up
 from tests.support.dashboard import sandbox_env, web_env_for
@@ -162,6 +165,37 @@ def _no_internet_images(request: pytest.FixtureRequest) -> None:
     if "page" in request.fixturenames:
         page: Page = request.getfixturevalue("page")
         page.route(CDN_PATTERN, lambda route: route.abort())
+
+
+@pytest.fixture(autouse=True)
+def _no_csp_violations(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """Fail the test on any Content-Security-Policy violation Chromium reports in a console,
+    on the test's page and in any other browser context the test opens."""
+    violations: list[str] = []
+
+    def watch(context: BrowserContext) -> None:
+        def seen(message: ConsoleMessage) -> None:
+            if "Content Security Policy" in message.text:
+                violations.append(f"{message.location.get('url')}: {message.text}")
+
+        context.on("console", seen)
+
+    if "browser" in request.fixturenames or "page" in request.fixturenames:
+        browser: Browser = request.getfixturevalue("browser")
+        opened = browser.new_context
+
+        def new_context(*args: Any, **kwargs: Any) -> BrowserContext:
+            context = opened(*args, **kwargs)
+            watch(context)
+            return context
+
+        monkeypatch.setattr(browser, "new_context", new_context)
+    if "page" in request.fixturenames:
+        watch(request.getfixturevalue("page").context)
+    yield
+    assert not violations, "Content-Security-Policy violations:\n" + "\n".join(violations)
 
 
 @pytest.fixture
