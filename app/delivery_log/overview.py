@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.cards import AccountCard, list_accounts
@@ -79,7 +79,6 @@ class EventRow:
     kind: str
     message: str
     account_id: int | None
-    server_wide: bool
 
 
 @dataclass(slots=True)
@@ -153,14 +152,11 @@ async def load_overview(
             OperationalEvent.kind,
             OperationalEvent.message,
             OperationalEvent.account_id,
-            OperationalEvent.workspace_id.is_(None),
         )
-        .where(
-            or_(
-                OperationalEvent.workspace_id == workspace_id,
-                OperationalEvent.workspace_id.is_(None),
-            )
-        )
+        # Only this workspace's own events: server-wide ones (refused webhooks, Meta's
+        # callbacks) are for the operator, in the log and the events table, and their text
+        # may come from another tenant's payload.
+        .where(OperationalEvent.workspace_id == workspace_id)
         .order_by(OperationalEvent.created_at.desc(), OperationalEvent.id.desc())
         .limit(RECENT_EVENTS)
     )

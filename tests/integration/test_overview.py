@@ -150,13 +150,14 @@ async def test_queue_and_recent_events(
     page = await owner.client.get("/", headers=HTML)
     html = page.text
     events = re.findall(r'<li class="event event-(\w+)" data-kind="(\w+)">', html)
+    # Only this workspace's: not another tenant's, and not the server-wide webhook refusal
+    # (the operator's, in the log), whose text could come from anyone's payload.
     assert events == [
-        ("error", "webhook_signature_invalid"),
         ("info", "reconciler_recovered"),
         ("warning", "account_paused"),
     ]
     assert "north.trails needs to be reconnected" not in html
-    assert "· server" in html  # the webhook refusal is marked as server-wide
+    assert "refused a webhook POST" not in html
     assert _number(html, "queue-depth") == 3
     assert _number(html, "queue-active") == 0
 
