@@ -83,6 +83,7 @@ async def check_password(
     user = (await session.execute(select(User).where(User.email == email))).scalar_one_or_none()
     valid = await verify_off_loop(user.password_hash if user else _DUMMY_HASH, password)
     if user is None or not valid:
+        await throttle.failed(email)  # for any email, so the answer takes the same time
         return SignInRefused("That email and password do not match.", 400)
     await throttle.succeeded(email, address)
     values: dict[str, Any] = {"last_login_at": func.now()}

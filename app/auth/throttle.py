@@ -5,10 +5,17 @@ success clears the count for that email. Counting first means a burst of paralle
 cannot all slip in before the first failure is recorded.
 
 Per email (the account under attack): past `free_failures` an attempt waits `base_delay_s`,
-doubling up to `max_delay_s`; past `lock_after` the email is refused for `lock_s`, then it
-starts again with a fresh count. Per client address (one source spraying many emails) the
-count only slows attempts down, past `address_free_failures`: behind a reverse proxy many
+doubling up to `max_delay_s`, from wherever it comes. Per email *and* client address: past
+`lock_after` failures that address is refused for that email for `lock_s`, then it starts
+again with a fresh count. The lock is never on the email alone: anyone could then lock any
+creator out, forever, with eight requests every fifteen minutes; an attacker spread over
+many addresses only ever waits `max_delay_s` per guess, and the owner, from their own
+address, waits at most that long too. Per client address (one source spraying many emails)
+the count only slows attempts down, past `address_free_failures`: behind a reverse proxy many
 people can share one address, and a lock there would let anyone lock everyone out.
+
+Failed passwords are also counted per email for a day (`recent_failures`), so the overview
+can tell the owner their sign-in is being attacked.
 """
 
 from __future__ import annotations
@@ -17,11 +24,12 @@ import hashlib
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 _PREFIX = "oncereply:login"
 
-# KEYS: email counter, email lock, address counter
-# ARGV: window seconds, lock seconds, email limit
+# KEYS: email counter, email+address lock, address counter, email+address counter
+# ARGV: window seconds, lock seconds, email+address limit
 # Returns {locked (0/1), email count, address count, seconds until the lock ends}.
 _ATTEMPT_SCRIPT = """
 local ttl = redis.call('TTL', KEYS[2])
@@ -30,22 +38,33 @@ local email_count = redis.call('INCR', KEYS[1])
 if email_count == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
 local address_count = redis.call('INCR', KEYS[3])
 if address_count == 1 then redis.call('EXPIRE', KEYS[3], ARGV[1]) end
-if email_count > tonumber(ARGV[3]) then
+local pair_count = redis.call('INCR', KEYS[4])
+if pair_count == 1 then redis.call('EXPIRE', KEYS[4], ARGV[1]) end
+if pair_count > tonumber(ARGV[3]) then
   redis.call('SET', KEYS[2], '1', 'EX', ARGV[2])
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[4])
   return {1, email_count, address_count, tonumber(ARGV[2])}
 end
 return {0, email_count, address_count, 0}
 """
 
-# KEYS: email counter, address counter. A success forgets the email's count and takes its own
-# attempt back off the address's count (which keeps its expiry), so the address counts failures.
+# KEYS: email counter, address counter, email+address counter. A success forgets the email's
+# counts and takes its own attempt back off the address's count (which keeps its expiry), so
+# the address counts failures.
 _SUCCESS_SCRIPT = """
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[3])
 local seen = tonumber(redis.call('GET', KEYS[2]) or '0')
 if seen > 0 then redis.call('DECR', KEYS[2]) end
 return 0
 """
+
+# KEYS: the email's failures of the last day. ARGV: seconds to keep them.
+_FAILED_SCRIPT = """
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return count
+"""
+RECENT_FAILURES_S = 24 * 3600
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +112,9 @@ class LoginThrottle:
         email_id, address_id = _digest(email), _digest(address)
         return [
             f"{_PREFIX}:fail:email:{email_id}",
-            f"{_PREFIX}:lock:email:{email_id}",
+            f"{_PREFIX}:lock:pair:{email_id}:{address_id}",
             f"{_PREFIX}:fail:addr:{address_id}",
+            f"{_PREFIX}:fail:pair:{email_id}:{address_id}",
         ]
 
     async def attempt(self, email: str, address: str) -> AttemptDecision:
@@ -102,7 +122,7 @@ class LoginThrottle:
         policy = self.policy
         locked, email_count, address_count, ttl = await self._redis.eval(  # type: ignore[misc]
             _ATTEMPT_SCRIPT,
-            3,
+            4,
             *self._keys(email, address),
             policy.window_s,
             policy.lock_s,
@@ -119,8 +139,21 @@ class LoginThrottle:
     async def succeeded(self, email: str, address: str) -> None:
         """A correct password clears the email's count; the address keeps its failures, so one
         valid account cannot reset a guesser's budget between guesses."""
-        email_key, _, address_key = self._keys(email, address)
-        await self._redis.eval(_SUCCESS_SCRIPT, 2, email_key, address_key)  # type: ignore[misc]
+        email_key, _, address_key, pair_key = self._keys(email, address)
+        await self._redis.eval(_SUCCESS_SCRIPT, 3, email_key, address_key, pair_key)  # type: ignore[misc]
+
+    async def failed(self, email: str) -> None:
+        """A wrong password for `email`, remembered for a day for the owner's overview."""
+        key = f"{_PREFIX}:recent:email:{_digest(email)}"
+        await self._redis.eval(_FAILED_SCRIPT, 1, key, RECENT_FAILURES_S)  # type: ignore[misc]
+
+    async def recent_failures(self, email: str) -> int:
+        """Wrong passwords tried for `email` in the last day (0 when Redis does not answer)."""
+        try:
+            count = await self._redis.get(f"{_PREFIX}:recent:email:{_digest(email)}")
+        except RedisError:
+            return 0
+        return int(count or 0)
 
 
 # KEYS: email counter, address counter. ARGV: window seconds.

@@ -17,6 +17,7 @@ from litestar.response import Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.current import Viewer
+from app.auth.throttle import LoginThrottle
 from app.campaigns.service import count_by_status
 from app.db.models import AccountStatus
 from app.delivery_log.overview import load_overview
@@ -24,6 +25,9 @@ from app.health import check_health
 from app.resources import Resources
 from app.setup_doctor.run import overview_failures
 from app.web.htmx import wants_partial
+
+# Wrong passwords in a day before the owner is told: past a typo or two of their own.
+ATTACK_NOTICE_AT = 5
 
 
 @get("/", name="home")
@@ -46,6 +50,8 @@ async def home(
         "can_change": viewer.can_change,
         "today": overview.day.date(),
         "now": datetime.now(UTC),
+        "viewer_email": viewer.email,
+        "sign_in_failures": await _sign_in_failures(resources, viewer.email),
     }
     partial = wants_partial(request)
     if not partial:
@@ -58,3 +64,10 @@ async def home(
         context=context,
         headers={"Cache-Control": "no-store", "Vary": "HX-Request"},
     )
+
+
+async def _sign_in_failures(resources: Resources, email: str) -> int:
+    """Wrong passwords tried for this email in the last day, when that many look like an
+    attack (0 otherwise)."""
+    failures = await LoginThrottle(resources.redis).recent_failures(email)
+    return failures if failures >= ATTACK_NOTICE_AT else 0
