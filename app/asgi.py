@@ -34,6 +34,7 @@ from app.web.edge import path_ids_in_range
 from app.web.errors import http_exception_handler, internal_error_handler, login_redirect
 from app.web.health import HealthController
 from app.web.invite_link import InviteController
+from app.web.links import tracked_link, tracked_links_lifespan
 from app.web.log import log_router
 from app.web.meta_callbacks import MetaCallbacksController
 from app.web.metrics import MetricsController
@@ -87,10 +88,11 @@ def create_app(settings: Settings | None = None) -> Litestar:
             MetaCallbacksController,
             SetupDoctorController,
             MetricsController,
+            tracked_link,
             create_static_files_router(path="/static", directories=[STATIC_DIR], name="static"),
         ],
         # Entered in order, left in reverse: the webhook intake stops before the resources.
-        lifespan=[lifespan, webhook_intake_lifespan],
+        lifespan=[lifespan, webhook_intake_lifespan, tracked_links_lifespan],
         dependencies={
             "resources": Provide(provide_resources, sync_to_thread=False),
             "db_session": Provide(provide_db_session, sync_to_thread=False),

@@ -49,6 +49,8 @@ class Settings:
     worker_concurrency: int
     queue_name: str
     log_level: str
+    # Where the web process spools link clicks until PostgreSQL has them (app.clicks.spool).
+    click_spool_dir: str = "var/clicks"
     # Follow gate: re-check a "not following" after each of these waits (Meta lags a follow).
     follow_recheck_delays_s: tuple[float, ...] = (20.0, 40.0)
     # Peers whose X-Forwarded-For/-Proto are believed (the reverse proxy); anyone else's are
@@ -114,6 +116,7 @@ def load_settings(
         worker_concurrency=reader.optional("WORKER_CONCURRENCY", _int_between(1, 1000), 32),
         queue_name=reader.optional("QUEUE_NAME", _parse_queue_name, "delivery"),
         log_level=reader.optional("LOG_LEVEL", _parse_log_level, "INFO"),
+        click_spool_dir=reader.optional("CLICK_SPOOL_DIR", _non_empty, "var/clicks"),
         follow_recheck_delays_s=reader.optional(
             "FOLLOW_RECHECK_DELAYS_S", _parse_delays, (20.0, 40.0)
         ),

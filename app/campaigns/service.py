@@ -57,6 +57,7 @@ EDITABLE = (
     "public_reply_after_dm",
     "priority",
     "once_per_person",
+    "utm_enabled",
     "opening_dm_enabled",
     "opening_dm_text",
     "opening_dm_button_title",

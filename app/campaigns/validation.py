@@ -93,6 +93,7 @@ class CampaignInput:
     public_reply_always: bool = False
     priority: str = "0"
     once_per_person: bool = True
+    utm_enabled: bool = False
     # Two-step DMs, follow gate, DM keyword trigger and follow-up (kept while switched off).
     opening_dm_enabled: bool = False
     opening_dm_text: str = ""
@@ -143,6 +144,7 @@ class CampaignInput:
             "public_reply_after_dm": not self.public_reply_always,
             "priority": int(self.priority),
             "once_per_person": self.once_per_person,
+            "utm_enabled": self.utm_enabled,
             "opening_dm_enabled": self.opening_dm_enabled,
             "opening_dm_text": self.opening_dm_text or None,
             "opening_dm_button_title": self.opening_dm_button_title or None,
@@ -210,6 +212,7 @@ def parse_campaign_form(form: FormData) -> CampaignInput:
         public_reply_always=_checked(form, "public_reply_always"),
         priority=_text(form, "priority") or "0",
         once_per_person=_checked(form, "once_per_person"),
+        utm_enabled=_checked(form, "utm_enabled"),
         opening_dm_enabled=_checked(form, "opening_dm_enabled"),
         opening_dm_text=_multiline(form, "opening_dm_text"),
         opening_dm_button_title=_text(form, "opening_dm_button_title"),
@@ -486,6 +489,7 @@ def input_from_values(values: Mapping[str, Any]) -> CampaignInput:
         public_reply_always=not values.get("public_reply_after_dm", True),
         priority=str(values.get("priority") or 0),
         once_per_person=bool(values.get("once_per_person", True)),
+        utm_enabled=bool(values.get("utm_enabled")),
         opening_dm_enabled=bool(values.get("opening_dm_enabled")),
         opening_dm_text=str(values.get("opening_dm_text") or ""),
         opening_dm_button_title=str(values.get("opening_dm_button_title") or ""),

@@ -11,6 +11,7 @@ from playwright.sync_api import Page, expect
 
 from tests.e2e.flows import Connected, add_keyword
 from tests.support.dashboard import LEMON_REEL
+from tests.support.links import destination_of
 from tests.support.log_data import wait_past_activation
 from tests.support.processes import Service, wait_until
 from tests.support.sandbox_process import SandboxProcess
@@ -102,6 +103,7 @@ def test_a_two_step_campaign_from_the_editor_to_the_fans_inbox(
     )
     inbox = admin.inbox("jane.doe")["messages"]
     assert [m["kind"] for m in inbox] == ["private_reply", "dm", "dm"]
-    assert inbox[1]["attachment"]["payload"]["buttons"][0]["url"] == "https://sunny.example/lemon"
+    [button] = inbox[1]["attachment"]["payload"]["buttons"]
+    assert destination_of(button["url"]) == "https://sunny.example/lemon"
     assert inbox[2]["text"] == "Did you bake it, jane.doe?"
     _the_log_tells_the_story(page, artifacts_dir)

@@ -5,6 +5,7 @@ comment".
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -111,10 +112,21 @@ async def test_a_campaign_is_created_as_a_draft_with_what_was_typed(
     assert campaign.public_reply_enabled
     assert campaign.priority == 5
     assert campaign.activated_at is None
+    assert not campaign.utm_enabled
 
     listing = await client.get("/campaigns")
     assert "Lemon loaf" in listing.text
     assert 'data-status="draft"' in listing.text
+
+
+async def test_utm_tags_are_a_switch_on_the_links(
+    owner: tuple[Client, int], resources: Resources
+) -> None:
+    client, account_id = owner
+    campaign_id = await _create(client, account_id, utm_enabled="on")
+    assert (await _campaign(resources, campaign_id)).utm_enabled
+    editor = await client.get(f"/campaigns/{campaign_id}")
+    assert re.search(r'name="utm_enabled" id="utm_enabled"\s+checked', editor.text)
 
 
 async def test_save_and_activate_makes_it_live_at_once(

@@ -107,13 +107,18 @@ class TestRedis:
             client.close()
 
 
+TEST_SECRET_KEY = "test-secret-key-0123456789abcdef0123456789abcdef"
+
+
 def base_env(database_url: str, redis_url: str) -> dict[str, str]:
-    """The settings every test process runs with; secrets are fixed test values."""
+    """The settings every test process runs with; secrets are fixed test values. Each run's
+    processes share a click spool of their own, next to no other run's database."""
+    run = database_url.rpartition("/")[2]
     return {
         "ONCEREPLY_ENV_FILE": "",
         "DATABASE_URL": database_url,
         "REDIS_URL": redis_url,
-        "SECRET_KEY": "test-secret-key-0123456789abcdef0123456789abcdef",
+        "SECRET_KEY": TEST_SECRET_KEY,
         "ENCRYPTION_KEY": "11" * 32,
         "INSTAGRAM_APP_ID": "990602627938098",
         "INSTAGRAM_APP_SECRET": "test-instagram-app-secret",
@@ -121,6 +126,7 @@ def base_env(database_url: str, redis_url: str) -> dict[str, str]:
         "WEBHOOK_VERIFY_TOKEN": "test-verify-token",
         "PUBLIC_BASE_URL": "http://127.0.0.1:8000",
         "LOG_LEVEL": "WARNING",
+        "CLICK_SPOOL_DIR": str(ROOT / "var" / "test-clicks" / run),
     }
 
 

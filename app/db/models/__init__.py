@@ -2,6 +2,7 @@
 
 from app.db.base import Base
 from app.db.models.campaigns import Campaign, CampaignScope, CampaignStatus, MatchMode
+from app.db.models.clicks import LinkClick, LinkVisit
 from app.db.models.delivery import (
     AttemptClass,
     CampaignRecipient,
@@ -51,6 +52,8 @@ __all__ = [
     "InstagramAccount",
     "Leg",
     "LegState",
+    "LinkClick",
+    "LinkVisit",
     "MatchMode",
     "MessageKind",
     "MessagingEvent",

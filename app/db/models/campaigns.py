@@ -108,6 +108,8 @@ class Campaign(Base):
         Boolean, default=False, server_default=sa_false()
     )
     once_per_person: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
+    # Tracked links gain utm_source=instagram&utm_medium=dm&utm_campaign=<name>.
+    utm_enabled: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
     priority: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # Bumped by every edit; a delivery records the version it was rendered from.
     version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")

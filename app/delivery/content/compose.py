@@ -1,7 +1,8 @@
 """What each kind of DM says, built from a campaign's settings (pure).
 
 - the reveal: the campaign's DM with its link buttons (`messages.build_message`), with the
-  plain-text fallback for when Meta refuses the template itself;
+  plain-text fallback for when Meta refuses the template itself; each link made tracked by
+  the `track` function the sender passes (`app.clicks.links.LinkTracker.track`);
 - the opening DM: `opening_dm_text` with one postback button ("Send me the link");
 - the follow prompt: `follow_prompt_text` with one postback button ("I'm following");
 - the follow-up: the text frozen when it was scheduled, as plain text.
@@ -12,12 +13,13 @@ the follow gate), and a prompt without its button cannot be answered.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from app.campaigns.message_format import (
     TEXT_MAX_BYTES,
+    LinkButton,
     OutgoingMessage,
     build_message,
     buttons_of,
@@ -32,6 +34,9 @@ DEFAULT_OPENING_TEXT = "Tap the button below and I'll send it right over."
 DEFAULT_OPENING_BUTTON = "Send me the link"
 DEFAULT_PROMPT_TEXT = "Follow me first, then tap the button below to get the link."
 DEFAULT_PROMPT_BUTTON = "I'm following"
+
+# (button index, destination) -> the URL that goes out in the DM.
+TrackLink = Callable[[int, str], str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +62,12 @@ class CampaignTexts:
     follow_prompt_button_title: str | None = None
 
 
-def reveal(texts: CampaignTexts, *, username: str | None) -> Content:
+def reveal(
+    texts: CampaignTexts, *, username: str | None, track: TrackLink | None = None
+) -> Content:
     buttons = buttons_of(texts.buttons)
+    if track is not None:
+        buttons = [LinkButton(b.title, track(i, b.url)) for i, b in enumerate(buttons)]
     message = build_message(texts.dm_text, buttons, username=username)
     fallback = (
         text_message(texts.dm_text, buttons, username=username)
@@ -98,7 +107,12 @@ def follow_up(frozen_text: str) -> Content:
 
 
 def content_for(
-    kind: MessageKind, texts: CampaignTexts, *, username: str | None, frozen_text: str | None
+    kind: MessageKind,
+    texts: CampaignTexts,
+    *,
+    username: str | None,
+    frozen_text: str | None,
+    track: TrackLink | None = None,
 ) -> Content:
     if kind is MessageKind.OPENING_DM:
         return opening_dm(texts, username=username)
@@ -106,4 +120,4 @@ def content_for(
         return follow_prompt(texts, username=username)
     if kind is MessageKind.FOLLOW_UP:
         return follow_up(frozen_text or "")
-    return reveal(texts, username=username)
+    return reveal(texts, username=username, track=track)

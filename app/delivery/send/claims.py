@@ -112,7 +112,9 @@ SELECT d.id, d.workspace_id, d.account_id, d.campaign_id, d.trigger_kind, d.trig
        CASE WHEN d.trigger_kind IN ('postback', 'message') AND d.pr_state = 'PENDING'
                  AND c.once_per_person
             THEN {REVEALED_ELSEWHERE} ELSE false END AS revealed_elsewhere,
-       d.pr_granted_at, a.pr_backlog_since IS NOT NULL AS account_backlog
+       d.pr_granted_at, a.pr_backlog_since IS NOT NULL AS account_backlog,
+       COALESCE(c.name, '') AS campaign_name,
+       COALESCE(c.utm_enabled, false) AS utm_enabled
 FROM dm_logs d
 JOIN instagram_accounts a ON a.id = d.account_id
 LEFT JOIN campaigns c ON c.id = d.campaign_id

@@ -125,14 +125,15 @@ class CommentFlow:
             run.report.public = "waiting for the DM"
 
 
-def comment_content(delivery: Delivery) -> Content:
+def comment_content(delivery: Delivery, track: compose.TrackLink | None = None) -> Content:
     """The private reply: the link, or a two-step campaign's opening DM or follow prompt."""
     kind = follow_gate.comment_reply(
         opening_dm=delivery.opening_dm_enabled, follow_gate=delivery.follow_gate_enabled
     )
     return compose.content_for(
-        kind, delivery.texts(), username=delivery.recipient_username, frozen_text=None
-    )
+        kind, delivery.texts(), username=delivery.recipient_username, frozen_text=None,
+        track=track,
+    )  # fmt: skip
 
 
 # --- the public reply ------------------------------------------------------------------------
@@ -243,7 +244,7 @@ async def _take_slot(conn: AsyncConnection, run: Run, budget: HourlyBudget) -> S
 
 async def _claim_private(conn: AsyncConnection, run: Run) -> _Held | None:
     delivery, now = run.delivery, run.now
-    content = comment_content(delivery)
+    content = comment_content(delivery, run.link_tracker().track)
     budget = _budget(run)
     try:
         reserved = await _take_slot(conn, run, budget)

@@ -130,7 +130,11 @@ async def _choose(run: Run) -> _Choice | None:
         return None
     texts = delivery.texts()
     content = compose.content_for(
-        step.send, texts, username=delivery.recipient_username, frozen_text=None
+        step.send,
+        texts,
+        username=delivery.recipient_username,
+        frozen_text=None,
+        track=run.link_tracker().track,
     )
     evidence = None
     if gate:

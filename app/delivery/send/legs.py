@@ -80,6 +80,9 @@ class Delivery:
     # the account's private replies wait for its pacer (`app.delivery.send.pacer`).
     pr_granted_at: datetime | None = None
     account_backlog: bool = False
+    # Tracked links: the campaign's name goes into utm_campaign when its UTM switch is on.
+    campaign_name: str = ""
+    utm_enabled: bool = False
 
     def texts(self) -> CampaignTexts:
         """The campaign settings its messages are made of (`app.delivery.content.compose`)."""

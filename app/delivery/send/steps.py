@@ -32,6 +32,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.accounts.tokens import MissingTokenError, open_access_token
 from app.campaigns.message_format import OutgoingMessage
+from app.clicks.links import LinkTracker
+from app.clicks.tokens import link_key
 from app.crypto import TokenDecryptError
 from app.db.engine import autocommit
 from app.db.models import (
@@ -108,6 +110,17 @@ class Run:
     @property
     def is_comment(self) -> bool:
         return self.delivery.trigger_kind == TriggerKind.COMMENT
+
+    def link_tracker(self) -> LinkTracker:
+        """Makes this delivery's links tracked ones (`app.clicks.links`)."""
+        settings = self.resources.settings
+        return LinkTracker(
+            base_url=settings.public_base_url,
+            key=link_key(settings.secret_key),
+            dm_log_id=self.delivery.id,
+            campaign_name=self.delivery.campaign_name,
+            utm=self.delivery.utm_enabled,
+        )
 
 
 async def open_run(

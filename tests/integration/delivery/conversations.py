@@ -19,6 +19,7 @@ from app.delivery.intake.outbox import run_ingest
 from app.delivery.send.dispatch import deliver
 from app.delivery.send.steps import Report
 from tests.integration.delivery.conftest import SUNNY, World
+from tests.support.links import destination_or_none
 from tests.support.webhooks import comments_body, messaging_body, store_event
 
 ACCOUNT = "sunny.bakes"
@@ -144,7 +145,9 @@ def reveals(world: World, fan: str) -> list[dict[str, Any]]:
     return [
         m
         for m in world.inbox(fan)
-        if any(b.get("url") == LINK["url"] for b in buttons_of(m)) or LINK["url"] in text_of(m)
+        if LINK["url"]
+        in [destination_or_none(str(b.get("url"))) for b in buttons_of(m)]
+        + [destination_or_none(word) for word in text_of(m).split()]
     ]
 
 

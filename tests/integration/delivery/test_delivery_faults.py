@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from app.clicks.tokens import LinkTarget
 from app.db.engine import autocommit
 from app.db.models import AccountStatus, AttemptClass, InstagramAccount, LegState, OperationalEvent
 from app.delivery.recovery import sweeps
@@ -21,6 +22,7 @@ from app.delivery.recovery.inbox_check import verify_unconfirmed
 from app.delivery.recovery.manual_retry import RetryStatus
 from app.delivery.send.dispatch import deliver
 from tests.integration.delivery.conftest import SEND_TIMEOUT_S, World
+from tests.support.links import target_of
 
 AMBIGUOUS = {
     "code 1 after delivery": {"action": "deliver_then_error", "code": 1},
@@ -293,7 +295,9 @@ async def test_template_rejected_falls_back_to_text(world: World) -> None:
         ("text", AttemptClass.SENT),
     ]
     [message] = world.inbox("jane.doe")
-    assert message["text"] == "Hey jane.doe, tap below\nhttps://sunny.example/lemon"
+    text, _, link = message["text"].partition("\n")
+    assert text == "Hey jane.doe, tap below"
+    assert target_of(link) == LinkTarget(row.id, 0, "https://sunny.example/lemon")
 
 
 @pytest.mark.parametrize(

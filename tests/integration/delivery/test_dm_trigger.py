@@ -25,6 +25,7 @@ from tests.integration.delivery.conversations import (
     text_of,
     two_step_campaign,
 )
+from tests.support.links import destination_of
 
 
 async def test_a_keyword_dm_gets_the_link_once(world: World) -> None:
@@ -48,7 +49,7 @@ async def test_a_keyword_dm_gets_the_link_once(world: World) -> None:
     assert reveal["kind"] == "dm"
     # A DM carries no username: "there" stands in for it.
     assert text_of(reveal) == "Here it is, there!"
-    assert [b["url"] for b in buttons_of(reveal)] == [LINK["url"]]
+    assert [destination_of(b["url"]) for b in buttons_of(reveal)] == [LINK["url"]]
 
     # The echo of our reveal comes back as a `messages` webhook: a record, never a trigger,
     # even though its text could match.

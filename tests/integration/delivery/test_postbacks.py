@@ -26,6 +26,7 @@ from tests.integration.delivery.conversations import (
     text_of,
     two_step_campaign,
 )
+from tests.support.links import destination_of
 from tests.support.webhooks import messaging_body, store_event
 
 OPENING = {
@@ -80,7 +81,7 @@ async def test_the_opening_dm_leads_to_exactly_one_reveal(world: World) -> None:
     [reveal] = reveals(world, "jane.doe")
     assert reveal["kind"] == "dm"
     assert text_of(reveal) == "Here it is, jane.doe!"
-    assert [b["url"] for b in buttons_of(reveal)] == [LINK["url"]]
+    assert [destination_of(b["url"]) for b in buttons_of(reveal)] == [LINK["url"]]
 
     # A second tap on the same button: a new postback, claimed, but the link went out already.
     world.admin.fan_tap("jane.doe", ACCOUNT)
