@@ -90,9 +90,15 @@ async def verify_unconfirmed(ctx: dict[str, Any], *, dm_log_id: int) -> dict[str
 
 async def sweep_stale_claims(ctx: dict[str, Any]) -> dict[str, int]:
     resources = runtime_of(ctx).resources
-    older = sweeps.stale_after_s(resources.settings.send_timeout_s)
+    send_timeout_s = resources.settings.send_timeout_s
+    older = sweeps.stale_after_s(send_timeout_s)
     async with autocommit(resources.engine) as conn:
-        swept = await sweeps.sweep_stale_claims(conn, resources.queue, older_than_s=older)
+        swept = await sweeps.sweep_stale_claims(
+            conn,
+            resources.queue,
+            older_than_s=older,
+            unsent_older_than_s=sweeps.unsent_after_s(send_timeout_s),
+        )
     return {
         "private": len(swept.private),
         "public": len(swept.public),

@@ -44,15 +44,28 @@ RELAY_GRACE_S = 60.0
 RELAY_BATCH = 1000
 
 
+# A private claim with no request note this long after it was made was abandoned: the note
+# follows the claim within moments, and sweeping a slow live holder early only makes it drop
+# the leg (its note is refused), never send twice.
+UNSENT_AFTER_S = 10.0
+
+
 def stale_after_s(send_timeout_s: float) -> float:
     return 2 * send_timeout_s + STALE_MARGIN_S
+
+
+def unsent_after_s(send_timeout_s: float) -> float:
+    """When a private claim without its request note is given back: soon, so a dead worker's
+    DM goes out again within seconds, but never later than a claim with one is swept."""
+    return min(UNSENT_AFTER_S, stale_after_s(send_timeout_s))
 
 
 _SWEEP = text(
     f"""
 WITH stale AS (
     SELECT id, workspace_id, trigger_kind, pr_claimed_at,
-           (pr_state = 'IN_FLIGHT' AND pr_claimed_at < now() - make_interval(secs => :older))
+           (pr_state = 'IN_FLIGHT' AND pr_claimed_at < now() - make_interval(
+                secs => CASE WHEN pr_requested_at IS NULL THEN :unsent_older ELSE :older END))
                AS pr,
            pr_requested_at IS NULL AS pr_unsent,
            (pub_state = 'IN_FLIGHT' AND pub_claimed_at < now() - make_interval(secs => :older))
@@ -60,7 +73,8 @@ WITH stale AS (
            pub_requested_at IS NULL AS pub_unsent,
            pub_attempts < {MAX_PUBLIC_ATTEMPTS} AS pub_budget_left
     FROM dm_logs
-    WHERE (pr_state = 'IN_FLIGHT' AND pr_claimed_at < now() - make_interval(secs => :older))
+    WHERE (pr_state = 'IN_FLIGHT' AND pr_claimed_at < now() - make_interval(
+                secs => CASE WHEN pr_requested_at IS NULL THEN :unsent_older ELSE :older END))
        OR (pub_state = 'IN_FLIGHT' AND pub_claimed_at < now() - make_interval(secs => :older))
     FOR UPDATE SKIP LOCKED
 ),
@@ -156,11 +170,18 @@ class SweepResult:
 
 
 async def sweep_stale_claims(
-    conn: AsyncConnection, queue: Queue | None, *, older_than_s: float
+    conn: AsyncConnection,
+    queue: Queue | None,
+    *,
+    older_than_s: float,
+    unsent_older_than_s: float | None = None,
 ) -> SweepResult:
-    """IN_FLIGHT legs older than `older_than_s`: one whose request never left → PENDING, its
-    job enqueued; any other → UNCONFIRMED, with an inbox check for a private one."""
-    rows = (await conn.execute(_SWEEP, {"older": older_than_s, **_REASONS})).all()
+    """IN_FLIGHT legs older than `older_than_s` (a private one without its request note: older
+    than `unsent_older_than_s`, by default the same): one whose request never left → PENDING,
+    its job enqueued; any other → UNCONFIRMED, with an inbox check for a private one."""
+    unsent = older_than_s if unsent_older_than_s is None else unsent_older_than_s
+    params = {"older": older_than_s, "unsent_older": unsent, **_REASONS}
+    rows = (await conn.execute(_SWEEP, params)).all()
     result = SweepResult(
         private=[row.id for row in rows if row.pr],
         public=[row.id for row in rows if row.pub],

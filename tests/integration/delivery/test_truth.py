@@ -268,6 +268,31 @@ async def test_a_worker_that_died_after_its_request_left_is_unconfirmed_saying_s
     assert world.stats(row.trigger_id)["send_requests"] == 0
 
 
+async def test_a_claim_without_its_note_is_given_back_sooner_than_one_with_it(
+    world: World,
+) -> None:
+    """A note follows its claim within moments: without one after `unsent_after_s` the claim
+    was abandoned (the DM goes out again in seconds), while a claim with one may still be
+    waiting for Meta's answer and is left to its holder."""
+    stale_s = sweeps.stale_after_s(10.0)
+    unsent_s = sweeps.unsent_after_s(10.0)
+    assert unsent_s < stale_s
+    silent = await world.comment("jane.doe")
+    noted = await world.comment("lucia.mendez")
+    await _claim_and_die(world, silent)
+    await _claim_and_die(world, noted, request_left=True)
+    await world.execute(
+        "UPDATE dm_logs SET pr_claimed_at = now() - make_interval(secs => :age)",
+        age=(unsent_s + stale_s) / 2,
+    )
+    async with autocommit(world.resources.engine) as conn:
+        swept = await sweeps.sweep_stale_claims(
+            conn, None, older_than_s=stale_s, unsent_older_than_s=unsent_s
+        )
+    assert (swept.resent, swept.private) == ([silent.id], [])
+    assert (await world.log(noted.id)).pr_state is LegState.IN_FLIGHT
+
+
 async def test_a_sender_whose_claim_was_swept_does_not_send(world: World) -> None:
     """The note before the request is the fence: once the sweep gave the leg back, the late
     holder of the old claim may not send, even under the same worker id."""
