@@ -1,24 +1,27 @@
-"""The edge of every route: path ids checked against what the database can hold.
+"""The edge of every route: path parameters and query strings checked against what the
+database can hold.
 
 Litestar turns a `{name:int}` path segment into a Python int of any size; an id past
-PostgreSQL's `bigint` (or zero, or negative) would only fail inside the query, as a 500. This
-middleware answers 404 for such an id before any handler runs, so every route, present and
-future, gets the same answer without checking its own ids. Query strings and forms are parsed
-with `app.db.bounds` by the code that reads them.
+PostgreSQL's `bigint` (or zero, or negative) would only fail inside the query, as a 500. A NUL
+character cannot be in any PostgreSQL text, so a path segment or query string carrying one
+would fail there too. This middleware answers 404 (a path) or 400 (a query string) before any
+handler runs, so every route, present and future, gets the same answer without checking its
+own. Query values and forms are parsed with `app.db.bounds` by the code that reads them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from litestar.exceptions import NotFoundException
+from litestar.exceptions import NotFoundException, ValidationException
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from app.db.bounds import id_in_range
 
 
 def path_ids_in_range(app: ASGIApp) -> ASGIApp:
-    """Middleware: 404 for an integer path parameter that cannot be a row's id."""
+    """Middleware: 404 for an integer path parameter that cannot be a row's id or a text one
+    with a NUL; 400 for a query string with a NUL."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         # Typed as strings, but by now Litestar has converted `{name:int}` segments to int.
@@ -26,6 +29,11 @@ def path_ids_in_range(app: ASGIApp) -> ASGIApp:
         for value in params.values():
             if isinstance(value, int) and not id_in_range(value):
                 raise NotFoundException("Not found.")
+            if isinstance(value, str) and "\x00" in value:
+                raise NotFoundException("Not found.")
+        query = scope.get("query_string", b"")
+        if b"%00" in query or b"\x00" in query:
+            raise ValidationException("The address carries a NUL character.")
         await app(scope, receive, send)
 
     return middleware

@@ -189,3 +189,51 @@ async def test_a_campaign_saved_with_numbers_out_of_range_gets_field_errors(
         assert answer.status_code == 422, answer.text[:300]
         assert "Choose the Instagram account" in answer.text
         assert "Priority is a whole number" in answer.text
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("/meta/data-deletion/%00", 404),
+        ("/invite/a%00b", 404),
+        ("/log/?q=%00", 400),
+        ("/log/misses?q=a%00", 400),
+    ],
+)
+async def test_a_nul_character_in_the_address_is_refused(
+    settings: Settings, resources: Resources, path: str, status: int
+) -> None:
+    async with signed_in_creator(settings, resources) as creator:
+        answer = await creator.client.get(path, headers=HTML)
+        assert answer.status_code == status, answer.text[:300]
+
+
+async def test_a_nul_character_in_a_form_is_no_500(
+    settings: Settings, resources: Resources
+) -> None:
+    async with signed_in_creator(settings, resources) as creator:
+        path = f"/campaigns/{creator.campaign_id}"
+        page = await creator.client.get(path, headers=HTML)
+        saved = await creator.client.post(
+            path,
+            data={
+                **tokens(page.text, path),
+                "name": "Lemon\x00loaf",
+                "account_id": str(creator.account_id),
+                "keywords": ["re\x00cipe"],
+                "dm_text": "Here\x00 it is",
+            },
+            headers=HTML,
+        )
+        assert saved.status_code < 500, saved.text[:300]
+        page = await creator.client.get("/campaigns/try", headers=HTML)
+        tried = await creator.client.post(
+            "/campaigns/try",
+            data={
+                "_csrf_token": csrf_token(page.text),
+                "account_id": str(creator.account_id),
+                "comment": "re\x00cipe",
+            },
+            headers=HTML,
+        )
+        assert tried.status_code < 500, tried.text[:300]
