@@ -117,6 +117,13 @@ def match_keywords(
     )
 
 
+def inside_a_word(text: str, keywords: Iterable[str]) -> str | None:
+    """A keyword that a whole-word campaign missed only because it appears inside a longer
+    word of `text` ("recipe" in "recipes?"), for telling the creator why."""
+    found = _match(text, normalize(text), _normalized_pairs(keywords), (), MatchMode.CONTAINS)
+    return found.keyword
+
+
 def _normalized_pairs(keywords: Iterable[str]) -> tuple[tuple[str, str], ...]:
     pairs = ((keyword, normalize(keyword)) for keyword in keywords)
     return tuple((keyword, norm) for keyword, norm in pairs if norm)

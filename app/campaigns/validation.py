@@ -88,6 +88,8 @@ class CampaignInput:
     buttons: list[LinkButton] = field(
         default_factory=lambda: [LinkButton("", "") for _ in range(MAX_BUTTONS)]
     )
+    # Filled button rows past MAX_BUTTONS in the request (refused, never silently dropped).
+    extra_buttons: int = 0
     public_replies_text: str = ""
     # Post the public reply whatever became of the DM (a reply that does not mention it).
     public_reply_always: bool = False
@@ -208,6 +210,11 @@ def parse_campaign_form(form: FormData) -> CampaignInput:
             LinkButton(_text(form, f"button_title_{i}"), _text(form, f"button_url_{i}"))
             for i in range(1, MAX_BUTTONS + 1)
         ],
+        extra_buttons=sum(
+            1
+            for i in range(MAX_BUTTONS + 1, MAX_BUTTONS + 8)
+            if _text(form, f"button_title_{i}") or _text(form, f"button_url_{i}")
+        ),
         public_replies_text=_multiline(form, "public_replies"),
         public_reply_always=_checked(form, "public_reply_always"),
         priority=_text(form, "priority") or "0",
@@ -407,8 +414,11 @@ def check_campaign(input_: CampaignInput, *, require_complete: bool) -> dict[str
     dm_problem = check_dm_text(input_)
     if dm_problem:
         errors["dm_text"] = dm_problem
-    if len(input_.filled_buttons) > MAX_BUTTONS:
-        errors["buttons"] = f"At most {MAX_BUTTONS} buttons."
+    if len(input_.filled_buttons) + input_.extra_buttons > MAX_BUTTONS:
+        errors["buttons"] = (
+            f"At most {MAX_BUTTONS} buttons: Instagram shows no more. "
+            f"This request had {len(input_.filled_buttons) + input_.extra_buttons}."
+        )
     for index, button in enumerate(input_.buttons, start=1):
         if button.title or button.url:
             problem = _check_button(button)

@@ -148,6 +148,27 @@ def _seed(db_url: str, account_id: int, campaign_id: int) -> dict[str, int]:
     return ids
 
 
+def _the_editor_on_a_phone(owner: Page) -> None:
+    """The form first, the preview after it; thumbnails' labels fit; activating is the
+    primary button; "Try a comment" is a link away."""
+    owner.set_viewport_size(SIZES["390"])
+    owner.goto("/campaigns/new")
+    expect(owner.locator(".media-item").first).to_be_visible()
+    form_top = owner.locator("#campaign-form .card").first.bounding_box()
+    preview_top = owner.locator(".editor-side").bounding_box()
+    assert form_top is not None
+    assert preview_top is not None
+    assert preview_top["y"] > form_top["y"], "the preview comes after the form on a phone"
+    too_wide: list[str] = owner.evaluate(
+        """() => [...document.querySelectorAll('.thumb')]
+            .filter(t => t.querySelector('.thumb-kind').scrollWidth > t.clientWidth)
+            .map(t => t.textContent.trim())"""
+    )
+    assert too_wide == []
+    expect(owner.locator(".submit-row button").first).to_have_attribute("id", "save-activate")
+    expect(owner.locator("#try-from-editor")).to_be_visible()
+
+
 def test_every_page_fits_a_laptop_and_a_phone(  # noqa: PLR0917 - fixtures
     connected: Connected,
     browser: Browser,
@@ -178,6 +199,8 @@ def test_every_page_fits_a_laptop_and_a_phone(  # noqa: PLR0917 - fixtures
         owner.set_viewport_size(SIZES["1280"])
         owner.goto(path)
         problems += check_fits(owner, f"owner-{name}", artifacts_dir)
+
+    _the_editor_on_a_phone(owner)
 
     link = _invite_and_copy_the_link(owner, base_url, MEMBER)
     member_context = browser.new_context(base_url=base_url)

@@ -642,6 +642,12 @@ async def test_try_a_comment_explains_the_winner_and_the_misses(
     nothing = await try_comment("so pretty", LEMON_REEL)
     assert 'data-matched="no"' in nothing
     assert "No active campaign on this post has a keyword" in nothing
+    assert "inside a longer word" not in nothing
+    # "recipes?" is no whole-word RECIPE: the answer says that is why.
+    plural = await try_comment("recipes?", LEMON_REEL)
+    assert 'data-matched="no"' in plural
+    assert "appears only inside a longer word" in plural
+    assert "matches whole words only" in plural
 
     excluded = await try_comment("RECIPE giveaway", LEMON_REEL)
     assert "excludes a word" in excluded

@@ -331,3 +331,27 @@ def test_token_answers_in_both_shapes_and_the_legacy_error() -> None:
             }
         )
     assert clean_code("AQBx-hBsH3#_") == "AQBx-hBsH3"
+
+
+def test_a_request_with_more_buttons_than_instagram_shows_is_refused_not_cut() -> None:
+    rows = [
+        item
+        for i in range(1, 6)
+        for item in ((f"button_title_{i}", f"Link {i}"), (f"button_url_{i}", f"https://e.x/{i}"))
+    ]
+    base = [("name", "Five"), ("account_id", "7"), ("scope", "any_post"), ("keywords", "GUIDE")]
+    form = FormMultiDict([*base, ("dm_text", "Here you go"), *rows])
+    errors = check_campaign(parse_campaign_form(form), require_complete=True)
+    assert errors["buttons"].startswith("At most 3 buttons")
+    assert "had 5" in errors["buttons"]
+
+
+def test_the_public_reply_waits_for_the_dm_unless_the_campaign_says_otherwise() -> None:
+    base = [("name", "R"), ("account_id", "7"), ("scope", "any_post"), ("keywords", "GUIDE")]
+    waits = parse_campaign_form(FormMultiDict([*base, ("public_replies", "Sent you a DM!")]))
+    assert waits.column_values()["public_reply_after_dm"] is True
+    always = parse_campaign_form(
+        FormMultiDict([*base, ("public_replies", "Thanks!"), ("public_reply_always", "on")])
+    )
+    assert always.column_values()["public_reply_after_dm"] is False
+    assert input_from_values(always.column_values()).public_reply_always is True

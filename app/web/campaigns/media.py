@@ -22,6 +22,8 @@ from app.resources import Resources
 from app.web.campaigns.common import NO_STORE
 
 MEDIA_PAGE_SIZE = 12
+# Meta's media types as a thumbnail's label ("CAROUSEL_ALBUM" is wider than the thumbnail).
+MEDIA_KINDS = {"IMAGE": "Photo", "VIDEO": "Video", "CAROUSEL_ALBUM": "Carousel"}
 
 
 @get("/media", name="campaign_media")
@@ -81,7 +83,7 @@ def _media_item(item: Mapping[str, Any]) -> dict[str, Any]:
         "caption": str(item.get("caption") or ""),
         "kind": "Reel"
         if item.get("media_product_type") == "REELS"
-        else kind.replace("_", " ").title(),
+        else MEDIA_KINDS.get(kind, kind.replace("_", " ").title()),
         "thumbnail": thumbnail
         if isinstance(thumbnail, str) and thumbnail.startswith("https://")
         else None,

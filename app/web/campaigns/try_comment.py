@@ -18,10 +18,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.cards import get_account, list_usable_accounts
 from app.auth.current import Viewer
-from app.campaigns.matching import CommentFacts, choose_campaign
+from app.campaigns.matching import CommentFacts, choose_campaign, inside_a_word
 from app.campaigns.rules import load_rules_to_try
 from app.campaigns.validation import MAX_REPLY
 from app.db.bounds import parse_id
+from app.db.models import MatchMode
 from app.web.campaigns.common import NO_STORE
 from app.web.htmx import wants_partial
 
@@ -61,6 +62,12 @@ async def try_comment(
         "comment": text,
         "media_id": media_id,
         "rules": {rule.id: rule for rule in rules},
+        "inside_word": {
+            rule.id: keyword
+            for rule in rules
+            if rule.match_mode is MatchMode.WHOLE_WORD
+            and (keyword := inside_a_word(text, rule.keywords)) is not None
+        },
     }
     headers = {**NO_STORE, "Vary": "HX-Request"}
     if wants_partial(request):
