@@ -7,6 +7,7 @@ outage is a TCP proxy cut in front of them, so the shared servers keep running.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -20,6 +21,7 @@ from litestar.testing import AsyncTestClient
 from app.asgi import create_app
 from app.clicks.links import LINK_PATH, LinkTracker
 from app.clicks.tokens import link_key
+from app.db.models import MessageKind
 from app.resources import Resources
 from app.settings import Settings, load_settings
 from tests.support.infra import base_env
@@ -253,3 +255,36 @@ def _env(settings: Settings) -> dict[str, str]:
 
 def _redis_port(settings: Settings) -> int:
     return int(settings.redis_url.rsplit(":", 1)[1].split("/")[0])
+
+
+async def test_the_campaign_page_counts_people_taps_and_the_rate(
+    settings: Settings, resources: Resources, owner: Creator, tmp_path: Path
+) -> None:
+    rows = [
+        await add_log(resources, owner, recipient_id=str(n), message_kind=MessageKind.REVEAL)
+        for n in (111, 222, 333, 444)
+    ]
+    jane, omar = rows[0], rows[1]
+    taps = [(jane, 0, PHONE), (jane, 0, PHONE), (jane, 1, PHONE), (omar, 0, PHONE)]
+    async with AsyncTestClient(app_with_spool(settings, tmp_path)) as client:
+        for row, button, headers in [*taps, (omar, 1, META_CRAWLER)]:
+            path = tracked(settings, row, button, RECIPE)
+            answer = await client.get(path, headers=headers, follow_redirects=False)
+            assert answer.status_code == 302
+        await copied(tmp_path)
+
+    page = (await owner.client.get(f"/campaigns/{owner.campaign_id}")).text
+    assert _stat(page, "clicks-people") == "2"
+    assert _stat(page, "clicks-taps") == "4"
+    assert _stat(page, "clicks-rate") == "50.0%"  # 2 of the 4 people sent the link
+    per_button = re.findall(
+        r'<tr data-button="(\d)">.*?class="n-people">(\d+)<.*?class="n-taps">(\d+)<', page
+    )
+    assert per_button == [("0", "2", "3"), ("1", "1", "1")]
+    assert "(1 so far)" in page  # the crawler's fetch, apart
+
+
+def _stat(page: str, element_id: str) -> str:
+    match = re.search(rf'id="{element_id}"><span class="stat-number">([^<]+)<', page)
+    assert match, element_id
+    return match.group(1)

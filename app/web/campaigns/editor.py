@@ -42,6 +42,7 @@ from app.campaigns.validation import (
 )
 from app.db.bounds import BIGINT_MAX, parse_int
 from app.db.models import AccountStatus, Campaign, CampaignStatus
+from app.delivery_log.clicks import campaign_clicks
 from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
 from app.web.campaigns.common import NO_STORE, campaign_not_found
@@ -207,8 +208,19 @@ async def _editor_page(
 ) -> Template:
     """The editor page, or only its form when htmx asked (errors swap in place)."""
     accounts = await list_accounts(session, viewer.workspace_id)
+    clicks = (
+        await campaign_clicks(
+            session,
+            workspace_id=viewer.workspace_id,
+            campaign_id=campaign.id,
+            buttons=campaign.buttons,
+        )
+        if campaign is not None and not wants_partial(request)
+        else None
+    )
     context = {
         "campaign": campaign,
+        "clicks": clicks,
         "form": form,
         "errors": errors or {},
         "accounts": [a for a in accounts if a.status is not AccountStatus.DISCONNECTED] or accounts,
