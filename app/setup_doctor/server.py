@@ -3,6 +3,7 @@ answered through `PUBLIC_BASE_URL`, exactly as Meta will call it."""
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import secrets
 from urllib.parse import urlsplit
@@ -115,9 +116,12 @@ async def check_handshake(
         "Check that PUBLIC_BASE_URL is the address of this server as seen from the internet, "
         "that the proxy in front forwards it here, and that Meta's Callback URL is " + url + "."
     )
+    # A new client loads the CA bundle (a few hundred ms of CPU on a busy machine): not on
+    # the event loop.
+    verify = await asyncio.to_thread(httpx.create_ssl_context)
     try:
         async with httpx.AsyncClient(
-            timeout=HANDSHAKE_TIMEOUT_S, follow_redirects=False, transport=transport
+            timeout=HANDSHAKE_TIMEOUT_S, follow_redirects=False, transport=transport, verify=verify
         ) as client:
             answer = await client.get(url, params=params)
     except httpx.HTTPError as exc:

@@ -29,7 +29,7 @@ def path_ids_in_range(app: ASGIApp) -> ASGIApp:
         for value in params.values():
             if isinstance(value, int) and not id_in_range(value):
                 raise NotFoundException("Not found.")
-            if isinstance(value, str) and "\x00" in value:
+            if not isinstance(value, int) and "\x00" in str(value):  # a str or a static Path
                 raise NotFoundException("Not found.")
         query = scope.get("query_string", b"")
         if b"%00" in query or b"\x00" in query:

@@ -195,6 +195,8 @@ async def test_a_campaign_saved_with_numbers_out_of_range_gets_field_errors(
     ("path", "status"),
     [
         ("/meta/data-deletion/%00", 404),
+        ("/static/%00", 404),
+        ("/static/app.css%00", 404),
         ("/invite/a%00b", 404),
         ("/log/?q=%00", 400),
         ("/log/misses?q=a%00", 400),
