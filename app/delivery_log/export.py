@@ -1,6 +1,7 @@
 """CSV export of the filtered delivery log, streamed in keyset batches.
 
-The export walks the same filtered query as the log, newest first, `EXPORT_BATCH` rows per
+Each row ends with its link taps: how many, and the first one's time. The export walks the
+same filtered query as the log, newest first, `EXPORT_BATCH` rows per
 read; each read is its own short statement on a pooled connection, so a slow download never
 holds a transaction (or all rows) open. The output is RFC 4180 CSV in UTF-8 with a byte
 order mark (spreadsheets then read non-ASCII names right).
@@ -17,10 +18,10 @@ from collections.abc import AsyncIterator, Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db.models import DmLog
+from app.db.models import DmLog, LinkClick, LinkVisit
 from app.delivery_log.filters import Key, LogFilter
 from app.delivery_log.queries import NEWEST_FIRST, Names, log_conditions, older_than
 
@@ -49,6 +50,8 @@ HEADER = [
     "public_reply_error",
     "reply_deadline",
     "updated_at",
+    "link_taps",
+    "first_tap_at",
 ]
 _COLUMNS = (
     DmLog.created_at,
@@ -71,6 +74,17 @@ _COLUMNS = (
     DmLog.pub_error_message,
     DmLog.deadline_at,
     DmLog.updated_at,
+    # A person's taps on this delivery's links (previews not counted), by the index on dm_log_id.
+    select(func.count())
+    .where(LinkClick.dm_log_id == DmLog.id, LinkClick.visit == LinkVisit.CLICK)
+    .correlate(DmLog)
+    .scalar_subquery()
+    .label("link_taps"),
+    select(func.min(LinkClick.clicked_at))
+    .where(LinkClick.dm_log_id == DmLog.id, LinkClick.visit == LinkVisit.CLICK)
+    .correlate(DmLog)
+    .scalar_subquery()
+    .label("first_tap_at"),
 )
 
 

@@ -11,6 +11,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from app.clicks.recorder import SpooledClick, copy_clicks
+from app.clicks.visitors import Visit
 from app.db.models import LegState
 from app.delivery_log.export import EXPORT_BATCH, HEADER, export_csv, safe_cell
 from app.delivery_log.filters import LogFilter
@@ -154,3 +156,28 @@ async def test_the_export_streams_the_filtered_log_in_batches(
     expected = [n for n in range(total) if n % 5 == 0 and "fan1" in f"fan{n}"]
     assert len(failed_rows) == len(expected)
     assert {row[HEADER.index("dm_state")] for row in failed_rows} == {"FAILED"}
+
+
+async def test_each_row_carries_its_link_taps(
+    settings: Settings, resources: Resources, owner: Creator
+) -> None:
+    tapped = await add_log(resources, owner, username="jane.doe")
+    untouched = await add_log(resources, owner, username="omar")
+    first = datetime(2026, 5, 1, 9, 30, tzinfo=UTC)
+    await copy_clicks(
+        resources.engine,
+        [
+            SpooledClick(bytes([n]) * 16, tapped, 0, visit, first + timedelta(minutes=n))
+            for n, visit in enumerate([Visit.PREVIEW, Visit.CLICK, Visit.CLICK, Visit.CLICK])
+        ],
+    )
+    names = await workspace_names_of(resources, owner.workspace_id)
+    chunks = [c async for c in export_csv(resources.engine, owner.workspace_id, LogFilter(), names)]
+    rows = {row[1]: row for row in _parse(b"".join(chunks))[1:]}
+    taps, first_tap = HEADER.index("link_taps"), HEADER.index("first_tap_at")
+    # The preview at 09:30 is not a tap: three taps, the first at 09:31.
+    assert (rows[str(tapped)][taps], rows[str(tapped)][first_tap]) == (
+        "3",
+        "2026-05-01T09:31:00+00:00",
+    )
+    assert (rows[str(untouched)][taps], rows[str(untouched)][first_tap]) == ("0", "")
