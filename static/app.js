@@ -55,3 +55,14 @@ document.addEventListener(
   },
   true,
 );
+
+// A field the server marked wrong stops looking wrong as soon as the person changes it (the
+// server checks it again on save): its red border and message go.
+function clearFieldError(event) {
+  const field = event.target.closest && event.target.closest(".has-error");
+  if (!field) return;
+  field.classList.remove("has-error");
+  field.querySelectorAll(".field-error").forEach((message) => message.remove());
+}
+document.addEventListener("input", clearFieldError);
+document.addEventListener("change", clearFieldError);

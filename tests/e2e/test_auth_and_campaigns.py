@@ -135,8 +135,12 @@ def test_invalid_fields_show_their_errors_next_to_them(connected: Connected, db_
     expect(page).to_have_url(re.compile(r"/campaigns/new$"))  # swapped in place, not navigated
     assert _rows(db_url, "SELECT count(*) FROM campaigns") == [(0,)]
 
-    # Fixing the fields and saving works from the same page.
+    # Fixing the fields and saving works from the same page. A fixed field stops looking
+    # wrong as soon as it is changed; the others stay marked until they are.
     page.fill("#name", "Fixed")
+    expect(page.locator("[data-error-for=name]")).to_have_count(0)
+    expect(page.locator(".has-error #name")).to_have_count(0)
+    expect(page.locator("[data-error-for=priority]")).to_be_visible()
     page.fill("#dm_text", "Here is the recipe 🍋")
     page.fill("#button_title_2", "")
     page.fill("#button_url_2", "")

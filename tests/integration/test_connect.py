@@ -116,6 +116,8 @@ async def test_connecting_stores_the_professional_account_with_a_long_lived_toke
     assert 'data-username="sunny.bakes"' in page.text
     assert "expires in 59 days" in page.text or "expires in 60 days" in page.text
     assert "subscribed" in page.text
+    # Meta's field names stay in the title; the card says them in words.
+    assert "Instagram tells us about comments, DMs, button taps, read receipts" in page.text
 
 
 async def test_the_documented_data_wrappers_are_understood(
