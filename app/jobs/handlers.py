@@ -115,6 +115,7 @@ async def relay_due_work(ctx: dict[str, Any]) -> dict[str, int]:
         "expired": relayed.expired,
         "enqueued": relayed.enqueued,
         "paced_accounts": relayed.paced_accounts,
+        "checks": relayed.checks,
     }
 
 

@@ -141,6 +141,14 @@ class DmLog(Base):
             "pub_next_attempt_at",
             postgresql_where=text("pub_state = 'PENDING'"),
         ),
+        # UNCONFIRMED private legs whose inbox check has not concluded: the relay's to check.
+        Index(
+            "ix_dm_logs_pr_unchecked",
+            "updated_at",
+            postgresql_where=text(
+                "pr_state = 'UNCONFIRMED' AND (pr_evidence -> 'inbox_check' ->> 'result') IS NULL"
+            ),
+        ),
         # A message id confirms at most one delivery: whether Meta's answer carried it or the
         # inbox check found it, a second row can never be credited with the same message.
         Index(

@@ -15,7 +15,9 @@
   for the budget of an account with a backlog are left to its pacer, which the relay kicks
   (`app.delivery.send.pacer`). Before that it
   lifts automatic pauses that have run out and settles work whose window has closed (7 days
-  for a comment's private reply, 24 hours for a DM).
+  for a comment's private reply, 24 hours for a DM). After it, it queues the inbox check
+  again for an UNCONFIRMED private leg whose check has not concluded and that nothing touched
+  for the grace period (its job lost with Redis, or a throttled check's next try).
 
 Both cover every kind of row: comments, taps, DM keyword triggers and follow-ups (a follow-up
 waiting for its time, a tap waiting for its next follow check, are PENDING with a due time
@@ -258,6 +260,20 @@ class RelayResult:
     expired: int
     enqueued: int
     paced_accounts: int = 0
+    checks: int = 0  # inbox checks queued again
+
+
+# An UNCONFIRMED private leg whose inbox check has not concluded (no result noted) and that
+# nothing touched for the grace period: its check job was lost (Redis) or never queued.
+_UNCHECKED = text(
+    """
+SELECT id FROM dm_logs
+WHERE pr_state = 'UNCONFIRMED' AND (pr_evidence -> 'inbox_check' ->> 'result') IS NULL
+  AND updated_at <= now() - make_interval(secs => :grace)
+ORDER BY updated_at
+LIMIT :limit
+"""
+)
 
 
 async def relay_due_work(
@@ -277,11 +293,17 @@ async def relay_due_work(
     # one is waiting changes nothing.
     paced = (await conn.execute(_PACED)).scalars().all()
     await kick_pacer(queue, paced)
-    if resumed or expired or due:
+    unchecked = (await conn.execute(_UNCHECKED, {"grace": grace_s, "limit": limit})).scalars()
+    checks = 0
+    for dm_log_id in unchecked.all():
+        checks += await enqueue_verification(queue, dm_log_id, delay_s=0)
+    if resumed or expired or due or checks:
         logger.info(
-            "due-work relay: %d accounts resumed, %d legs expired, %d rows re-enqueued",
+            "due-work relay: %d accounts resumed, %d legs expired, %d rows re-enqueued, "
+            "%d inbox checks queued again",
             resumed,
             len(expired),
             enqueued,
+            checks,
         )
-    return RelayResult(resumed, len(expired), enqueued, len(paced))
+    return RelayResult(resumed, len(expired), enqueued, len(paced), checks)

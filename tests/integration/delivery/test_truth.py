@@ -383,3 +383,23 @@ async def _reserved(world: World) -> int:
 def _epoch(log: DmLog) -> int:
     assert log.pr_next_attempt_at is not None
     return math.ceil(log.pr_next_attempt_at.timestamp())
+
+
+async def test_an_inbox_check_lost_with_redis_is_queued_again_by_the_relay(world: World) -> None:
+    row = await world.comment("jane.doe")
+    world.admin.add_fault("messages", "deliver_then_error", code=1, times=1)
+    assert (await deliver(world.resources, worker_id="w", dm_log_id=row.id)).private == (
+        "UNCONFIRMED"
+    )
+    queue = world.resources.queue
+    assert await queue.job(f"verify:{row.id}") is not None
+    await world.resources.redis.flushdb()  # Redis restarted empty: the check's job is gone
+    async with autocommit(world.resources.engine) as conn:
+        early = await sweeps.relay_due_work(conn, queue)
+        assert early.checks == 0, "a fresh UNCONFIRMED leg waits for its own check first"
+        relayed = await sweeps.relay_due_work(conn, queue, grace_s=0)
+    assert relayed.checks == 1
+    assert await queue.job(f"verify:{row.id}") is not None
+    assert (await verify_unconfirmed(world.resources, row.id)).status == "confirmed"
+    async with autocommit(world.resources.engine) as conn:
+        assert (await sweeps.relay_due_work(conn, queue, grace_s=0)).checks == 0
