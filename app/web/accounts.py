@@ -35,9 +35,11 @@ from app.accounts.connect import (
     unsubscribe_webhooks,
 )
 from app.auth.current import Viewer, signed_in_viewer
+from app.delivery_log.surge import load_surges
 from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
 from app.web.guards import ROLE_REFUSAL, editors_only
+from app.web.htmx import wants_partial
 from app.web.idempotency import idempotent, redirect_to
 
 _NO_STORE = {"Cache-Control": "no-store"}
@@ -87,17 +89,22 @@ class AccountsController(Controller):
     @get("/{account_id:int}", name="account")
     async def detail(
         self,
+        request: HTMXRequest,
         viewer: NamedDependency[Viewer],
+        resources: NamedDependency[Resources],
         db_session: NamedDependency[AsyncSession],
         account_id: FromPath[int],
     ) -> Template:
+        """The account's card, and its surge (comments waiting for the hourly limit), which
+        refreshes itself: an htmx request gets only that part."""
         card = await get_account_card(db_session, viewer.workspace_id, account_id)
         if card is None:
             raise _not_found()
+        surges = await load_surges(db_session, resources, viewer.workspace_id, account_id)
         return Template(
-            "accounts/detail.html",
-            context={"account": card, "can_change": viewer.can_change},
-            headers=_NO_STORE,
+            "accounts/_surges.html" if wants_partial(request) else "accounts/detail.html",
+            context={"account": card, "can_change": viewer.can_change, "surges": surges},
+            headers={**_NO_STORE, "Vary": "HX-Request"},
         )
 
     @post("/connect", name="account_connect", status_code=200, guards=[editors_only])

@@ -21,6 +21,7 @@ from app.auth.throttle import LoginThrottle
 from app.campaigns.service import count_by_status
 from app.db.models import AccountStatus
 from app.delivery_log.overview import load_overview
+from app.delivery_log.surge import load_surges
 from app.health import check_health
 from app.resources import Resources
 from app.setup_doctor.run import overview_failures
@@ -42,6 +43,7 @@ async def home(
     connected = [a for a in overview.accounts if a.status is not AccountStatus.DISCONNECTED]
     campaigns = await count_by_status(db_session, viewer.workspace_id)
     context = {
+        "surges": await load_surges(db_session, resources, viewer.workspace_id),
         "o": overview,
         "health": health,
         "accounts": connected,
