@@ -1,10 +1,11 @@
 """The webhook outbox in the worker: ingesting stored events, and relaying forgotten ones.
 
 `run_ingest` is the `ingest_event` job: one transaction for its events (`ingest.ingest_events`),
-commit, then one delivery job per new `dm_logs` row. A database or network failure is
-raised so SAQ retries the job later. Any other failure is treated as a poison event: the
-events are retried one by one, and an event that still fails alone is marked `rejected` with
-the error and reported, so one bad body can neither block the others nor loop forever.
+commit, then one delivery job per new `dm_logs` row. A database or network failure (a
+PostgreSQL restart, a dropped connection, Redis gone) is raised so SAQ retries the job later.
+Any other failure is treated as a poison event: the events are retried one by one, and an
+event that still fails alone is marked `rejected` with the error and reported, so one bad
+body can neither block the others nor loop forever.
 
 ``redrive_failed` puts events set aside by a failed ingest back in the outbox once the bug is
 fixed (`python -m app redrive-webhooks`); the relay then ingests them like new ones.
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy import func, text, update
@@ -45,10 +47,14 @@ RELAY_MIN_AGE = timedelta(seconds=15)
 RELAY_AGAIN_AFTER = timedelta(minutes=10)
 RELAY_BATCH = 2_000
 
-# Failures that say nothing about the events themselves: retry the job later.
+# Failures that say nothing about the events themselves: retry the job later. Ingest talks
+# to psycopg directly (`app.db.raw`), so a server restart or a dropped connection arrives as
+# psycopg's own error, not SQLAlchemy's wrapper.
 TRANSIENT_ERRORS = (
     OperationalError,
     InterfaceError,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
     OSError,
     TimeoutError,
     RedisConnectionError,

@@ -6,6 +6,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from sqlalchemy import func, select, text, update
 
 from app.db.models import (
@@ -27,7 +28,7 @@ from app.db.models import (
 from app.db.models import MessagingEventKind as Kind
 from app.db.models import MessagingMissReason as Miss
 from app.delivery.intake.comments import enqueue_deliveries, ingest_comments
-from app.delivery.intake.outbox import redrive_failed, run_ingest
+from app.delivery.intake.outbox import TRANSIENT_ERRORS, redrive_failed, run_ingest
 from app.instagram.webhook_payload import comment_from_graph
 from app.resources import Resources
 from tests.support.webhooks import (
@@ -455,6 +456,58 @@ async def test_a_poison_event_is_set_aside_and_the_rest_of_its_batch_goes_throug
     events = {e.id: e for e in await rows(resources, WebhookEvent)}
     assert events[ids[1]].status is WebhookStatus.PROCESSED
     assert events[refused[0]].status is WebhookStatus.REJECTED
+
+
+_WAITING_ON_A_LOCK = text(
+    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+    "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+)
+
+
+async def test_a_connection_lost_during_ingest_is_retried_not_set_aside(
+    resources: Resources,
+) -> None:
+    """A dropped connection (a PostgreSQL restart) says nothing about the events: the job
+    fails so SAQ runs it again, and no event is rejected as if its body were bad."""
+    async with resources.sessionmaker() as session, session.begin():
+        await seed_campaign(session, await seed_account(session))
+    ids = await store(
+        resources,
+        comments_body(comment_value("lost-1")),
+        comments_body(comment_value("lost-2")),
+    )
+    # Ingest is held on a table lock, and every connection that waits on it is cut off, as
+    # a server going away mid-transaction would: each attempt, batch or one by one, loses its
+    # connection.
+    async with resources.engine.connect() as locker, resources.engine.connect() as killer:
+        await killer.execution_options(isolation_level="AUTOCOMMIT")
+        await locker.begin()
+        await locker.execute(text("LOCK TABLE comments IN ACCESS EXCLUSIVE MODE"))
+        ingest = asyncio.create_task(run_ingest(resources, ids))
+        cut = 0
+        deadline = asyncio.get_running_loop().time() + 120
+        while not ingest.done():
+            assert asyncio.get_running_loop().time() < deadline, "ingest never reached the lock"
+            for pid in (await killer.execute(_WAITING_ON_A_LOCK)).scalars():
+                cut += bool(
+                    (
+                        await killer.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+                    ).scalar_one()
+                )
+            await asyncio.sleep(0.05)
+        await locker.rollback()
+    assert cut >= 1
+    with pytest.raises(TRANSIENT_ERRORS):
+        await ingest
+
+    events = await rows(resources, WebhookEvent)
+    assert {e.status for e in events} <= {WebhookStatus.RECEIVED, WebhookStatus.ENQUEUED}
+    assert not await rows(
+        resources, OperationalEvent, OperationalEvent.kind == "webhook_ingest_failed"
+    )
+    # SAQ's next run, with the database back, ingests them.
+    assert (await run_ingest(resources, ids))["processed"] == 2
+    assert sorted(c.comment_id for c in await rows(resources, Comment)) == ["lost-1", "lost-2"]
 
 
 async def test_messaging_items_land_in_the_messaging_ledger_once(resources: Resources) -> None:
