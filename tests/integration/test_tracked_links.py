@@ -7,6 +7,8 @@ outage is a TCP proxy cut in front of them, so the shared servers keep running.
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -21,7 +23,7 @@ from litestar.testing import AsyncTestClient
 from app.asgi import create_app
 from app.clicks.links import LINK_PATH, LinkTracker
 from app.clicks.tokens import link_key
-from app.db.models import MessageKind
+from app.db.models import LegState, MessageKind
 from app.resources import Resources
 from app.settings import Settings, load_settings
 from tests.support.infra import base_env
@@ -288,3 +290,31 @@ def _stat(page: str, element_id: str) -> str:
     match = re.search(rf'id="{element_id}"><span class="stat-number">([^<]+)<', page)
     assert match, element_id
     return match.group(1)
+
+
+async def test_the_campaign_summary_csv(
+    settings: Settings, resources: Resources, owner: Creator, tmp_path: Path
+) -> None:
+    rows = [
+        await add_log(resources, owner, recipient_id=str(n), message_kind=MessageKind.REVEAL)
+        for n in (111, 222)
+    ]
+    await add_log(resources, owner, state=LegState.FAILED)
+    async with AsyncTestClient(app_with_spool(settings, tmp_path)) as client:
+        for row in (rows[0], rows[0]):
+            path = tracked(settings, row, 0, RECIPE)
+            await client.get(path, headers=PHONE, follow_redirects=False)
+        await copied(tmp_path)
+    answer = await owner.client.get("/campaigns/summary.csv")
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/csv")
+    header, *lines = list(csv.reader(io.StringIO(answer.text.lstrip("\ufeff"))))
+    assert len(lines) == 1
+    line = dict(zip(header, lines[0], strict=True))
+    assert {k: line[k] for k in ("deliveries", "dms_sent", "dms_failed", "link_dms_sent")} == {
+        "deliveries": "3",
+        "dms_sent": "2",
+        "dms_failed": "1",
+        "link_dms_sent": "2",
+    }
+    assert (line["people_tapped"], line["taps"], line["tap_rate_percent"]) == ("1", "2", "50.0")

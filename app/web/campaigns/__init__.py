@@ -1,6 +1,7 @@
 """Campaign screens under `/campaigns`, one module each: the list (`listing`), the editor
 (`editor`, with the DM preview in `preview`, the keyword chips in `keywords` and the post
-picker in `media`), the status buttons (`status`), and "Try a comment" (`try_comment`).
+picker in `media`), the status buttons (`status`), "Try a comment" (`try_comment`) and the
+per-campaign summary as CSV (`summary`).
 
 Every state-changing form carries an idempotency key (`app.web.idempotency`), so a double
 click saves once and both clicks land on the same page. The rules live in `app.campaigns`.
@@ -12,12 +13,22 @@ from __future__ import annotations
 
 from litestar import Router
 
-from app.web.campaigns import editor, keywords, listing, media, preview, status, try_comment
+from app.web.campaigns import (
+    editor,
+    keywords,
+    listing,
+    media,
+    preview,
+    status,
+    summary,
+    try_comment,
+)
 
 campaigns_router = Router(
     path="/campaigns",
     route_handlers=[
         listing.campaign_list,
+        summary.summary_export,
         editor.new,
         editor.create,
         editor.edit,
