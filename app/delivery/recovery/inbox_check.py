@@ -13,7 +13,8 @@ there is this row's send only if it cannot be another's:
 The match is then written with the message id, and a partial unique key on
 `(account_id, pr_message_id)` makes sure one message confirms at most one row whatever races
 (a credit refused by the key is noted as such). A text match also waits while another
-delivery to the same person is IN_FLIGHT: its answer may yet claim the message. The evidence
+delivery of the same text to the same person is IN_FLIGHT: its answer may yet claim the
+message. The evidence
 records what matched and why; a miss records what was looked at and what was set aside.
 Otherwise the leg stays UNCONFIRMED with "not found in the last N messages" and when that was
 checked, for the creator to decide (the dashboard's retry asks for confirmation).
@@ -69,7 +70,7 @@ SELECT d.pr_state, d.recipient_id, d.message_text, d.pr_message_id, d.pr_claimed
        COALESCE(c.buttons, '[]'::jsonb) AS buttons,
        EXISTS (SELECT 1 FROM dm_logs s WHERE s.pr_state = 'IN_FLIGHT'
                AND s.account_id = d.account_id AND s.recipient_id = d.recipient_id
-               AND s.id <> d.id) AS sibling_in_flight
+               AND s.message_text = d.message_text AND s.id <> d.id) AS sibling_in_flight
 FROM dm_logs d JOIN instagram_accounts a ON a.id = d.account_id
 LEFT JOIN campaigns c ON c.id = d.campaign_id
 WHERE d.id = :id
@@ -90,7 +91,7 @@ WITH confirmed AS (
       AND (:by_id OR NOT EXISTS (
           SELECT 1 FROM dm_logs s WHERE s.pr_state = 'IN_FLIGHT'
             AND s.account_id = dm_logs.account_id AND s.recipient_id = dm_logs.recipient_id
-            AND s.id <> dm_logs.id))
+            AND s.message_text = dm_logs.message_text AND s.id <> dm_logs.id))
     RETURNING id, workspace_id, account_id, campaign_id, campaign_version, recipient_id,
               recipient_username, pub_state
 ),

@@ -403,3 +403,34 @@ async def test_an_inbox_check_lost_with_redis_is_queued_again_by_the_relay(world
     assert (await verify_unconfirmed(world.resources, row.id)).status == "confirmed"
     async with autocommit(world.resources.engine) as conn:
         assert (await sweeps.relay_due_work(conn, queue, grace_s=0)).checks == 0
+
+
+async def test_a_text_match_waits_only_for_a_send_of_the_same_text_in_flight(
+    world: World,
+) -> None:
+    campaign = await _every_comment_campaign(world)
+    unsure = await world.comment("jane.doe", campaign_id=campaign)
+    world.admin.add_fault("messages", "deliver_then_error", code=1, times=1)
+    assert (await deliver(world.resources, worker_id="w", dm_log_id=unsure.id)).private == (
+        "UNCONFIRMED"
+    )
+    sent_text = (await world.log(unsure.id)).message_text
+    other = await world.comment("jane.doe", campaign_id=campaign)
+    async with autocommit(world.resources.engine) as conn:
+        claim = await claims.claim_private_reply(
+            conn,
+            dm_log_id=other.id,
+            worker_id="busy-worker",
+            request_kind="text",
+            message_text=sent_text or "",
+            month=usage_month(),
+        )
+        assert claim is not None
+        assert claim.won
+    # Another send of the same text to the same person is in flight: it may own the message.
+    assert (await verify_unconfirmed(world.resources, unsure.id)).status == "waiting"
+    await world.execute(
+        "UPDATE dm_logs SET message_text = 'another campaign''s DM' WHERE id = :id", id=other.id
+    )
+    # Of another text, it cannot.
+    assert (await verify_unconfirmed(world.resources, unsure.id)).status == "confirmed"
