@@ -52,6 +52,7 @@ _PARAM = re.compile(r"\{(?P<name>[^:}]+)(?::(?P<kind>[^}]+))?\}")
 class Route:
     method: str
     path: str  # the template, like /log/{dm_log_id:int}
+    mount: bool = False  # an ASGI mount answers every path under it
 
     @property
     def id(self) -> str:
@@ -63,7 +64,9 @@ def _route_table() -> list[Route]:
     found: set[Route] = set()
     for route in app.routes:
         methods = set(route.methods) or {"GET", "POST"}  # an ASGI route takes any method
-        found.update(Route(m, route.path) for m in methods - {"OPTIONS", "HEAD"})
+        handler = getattr(route, "route_handler", None)
+        mount = bool(getattr(handler, "is_mount", False))
+        found.update(Route(m, route.path, mount) for m in methods - {"OPTIONS", "HEAD"})
     return sorted(found, key=lambda r: (r.path, r.method))
 
 
@@ -210,6 +213,8 @@ def _attempts(draw: st.DrawFn, route: Route, target: Target) -> Attempt:
     for match in _PARAM.finditer(route.path):
         value = draw(_path_value(match.group("kind"), target.known_ids))
         path = path.replace(match.group(0), quote(value, safe=""), 1)
+    if route.mount:
+        path += "/" + quote(draw(_path_value(None, target.known_ids)), safe="")
     names = st.one_of(st.sampled_from(FIELD_NAMES), st.text(min_size=1, max_size=12))
     pairs = st.lists(st.tuples(names, _odd_value(target.known_ids)), max_size=6)
     fields = st.lists(st.tuples(names, _odd_value(target.known_ids, huge=True)), max_size=6)
