@@ -11,6 +11,12 @@ still held by a live process and must not be taken over. Its clean exit deletes 
 
 The key lives four beats: a busy machine may delay a beat or two without the worker being
 declared dead and its jobs run a second time.
+
+A missing key proves a worker dead only if this Redis saw it beat: after a Redis restart
+(all keys lost) every live worker looks dead until its next beat. So each beat also leaves a
+long-lived "known" key; a worker whose beat is missing and that Redis does not know is given
+a grace of one key lifetime, counted by a "missing since" key the first reader sets
+(`workers_gone`). A further Redis restart loses that key too and starts the grace again.
 """
 
 from __future__ import annotations
@@ -31,13 +37,32 @@ HEARTBEAT_STALE_S = 10
 
 _KEY_PREFIX = "oncereply:worker:heartbeat:"
 _DRAINING_PREFIX = "oncereply:worker:draining:"
+_KNOWN_PREFIX = "oncereply:worker:known:"
+_MISSING_PREFIX = "oncereply:worker:missing:"
 _INDEX = "oncereply:worker:heartbeats"
+# Long enough to outlive any absence worth telling apart from a Redis restart.
+KNOWN_TTL_S = 3600
 
 _WRITE = """
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[3] - 2 * ARGV[2])
+redis.call('SET', KEYS[3], '1', 'EX', ARGV[5])
+redis.call('DEL', KEYS[4])
 return 1
+"""
+
+# Per worker: beating or draining → not gone; known to this Redis → gone (its key expired a
+# full lifetime after its last beat); else gone once missing for ARGV[1] seconds by Redis's
+# own clock, from the first look that found it missing (SET NX).
+_GONE = """
+if redis.call('EXISTS', KEYS[1], KEYS[2]) > 0 then return 0 end
+if redis.call('EXISTS', KEYS[3]) == 1 then return 1 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+redis.call('SET', KEYS[4], string.format('%.6f', now), 'NX', 'EX', ARGV[2])
+if now - tonumber(redis.call('GET', KEYS[4])) >= tonumber(ARGV[1]) then return 1 end
+return 0
 """
 
 
@@ -75,16 +100,20 @@ def parse_heartbeat(raw: bytes | str) -> Heartbeat | None:
 
 
 async def write_heartbeat(redis: Redis, beat: Heartbeat) -> None:
-    """Record one beat atomically: the worker's key, and its place in the index."""
+    """Record one beat atomically: the worker's key, its place in the index, and that this
+    Redis knows it (no longer missing)."""
     await redis.eval(  # type: ignore[misc]
         _WRITE,
-        2,
+        4,
         _KEY_PREFIX + beat.worker_id,
         _INDEX,
+        _KNOWN_PREFIX + beat.worker_id,
+        _MISSING_PREFIX + beat.worker_id,
         json.dumps(asdict(beat)),
         HEARTBEAT_TTL_S,
         beat.beat_at,
         beat.worker_id,
+        KNOWN_TTL_S,
     )
 
 
@@ -106,16 +135,29 @@ async def withdraw_heartbeat(redis: Redis, worker_id: str, draining_s: float) ->
         await pipe.execute()
 
 
-async def workers_alive(redis: Redis, worker_ids: Iterable[str]) -> set[str]:
-    """Those of `worker_ids` that are beating or draining: their jobs are being run."""
+async def workers_gone(
+    redis: Redis, worker_ids: Iterable[str], *, grace_s: float = HEARTBEAT_TTL_S
+) -> set[str]:
+    """Those of `worker_ids` whose jobs may be taken over: neither beating nor draining, and
+    either known to this Redis (so the beat has been missing a full key lifetime) or found
+    missing for at least `grace_s` (a Redis restart lost what it knew)."""
     ids = sorted(set(worker_ids))
     if not ids:
         return set()
     async with redis.pipeline(transaction=False) as pipe:
         for worker_id in ids:
-            pipe.exists(_KEY_PREFIX + worker_id, _DRAINING_PREFIX + worker_id)
+            pipe.eval(
+                _GONE,
+                4,
+                _KEY_PREFIX + worker_id,
+                _DRAINING_PREFIX + worker_id,
+                _KNOWN_PREFIX + worker_id,
+                _MISSING_PREFIX + worker_id,
+                grace_s,
+                max(1, round(2 * grace_s)),
+            )
         found = await pipe.execute()
-    return {worker_id for worker_id, count in zip(ids, found, strict=True) if count}
+    return {worker_id for worker_id, gone in zip(ids, found, strict=True) if gone}
 
 
 async def live_heartbeats(redis: Redis, now: float) -> list[Heartbeat]:

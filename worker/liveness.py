@@ -4,8 +4,11 @@ A worker SIGKILLed (or frozen past its heartbeat's lifetime) leaves the jobs it 
 SAQ's active list. SAQ alone would find them only past their timeout (70 s for a delivery)
 plus its sweep (up to a minute), and then abort a job that has no retries left instead of
 running it. Here each live worker, every `HEARTBEAT_INTERVAL_S`, reads the held jobs and puts
-back at the front of the queue those whose worker is neither beating nor draining
-(`app/heartbeat.py`), so they run again within the heartbeat's lifetime plus one look.
+back at the front of the queue those whose worker is gone: neither beating nor draining, and
+its beat missing for a full key lifetime (`app/heartbeat.py` `workers_gone`: right after a
+Redis restart, which loses every heartbeat key, a live worker is not taken for dead before it
+has had a key lifetime to beat again). So they run again within the heartbeat's lifetime plus
+one look.
 
 Running a job again is safe because every job is idempotent by its own statements: a
 delivery's claim decides in PostgreSQL whether anything is sent (docs/architecture.md#queue).
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field
 from redis.asyncio import Redis
 from saq import Queue
 
-from app.heartbeat import HEARTBEAT_INTERVAL_S, workers_alive
+from app.heartbeat import HEARTBEAT_INTERVAL_S, HEARTBEAT_TTL_S, workers_gone
 from app.queue.saq_adapter import held_jobs, requeue_held
 
 logger = logging.getLogger("oncereply.worker.liveness")
@@ -42,18 +45,20 @@ class OrphanWatch:
 
     unmarked_since: dict[str, tuple[bytes, float]] = field(default_factory=dict)
     requeued: int = 0
+    # How long a worker Redis has no record of must be missing before its jobs are taken.
+    missing_grace_s: float = HEARTBEAT_TTL_S
 
     async def look(self, queue: Queue, redis: Redis, now: float | None = None) -> list[str]:
         """Requeue the jobs no live worker holds; returns their keys."""
         moment = time.monotonic() if now is None else now
         held = await held_jobs(queue)
         owners = {job.worker_id for job in held if job.worker_id and job.status in _HELD_STATES}
-        alive = await workers_alive(redis, owners)
+        gone = await workers_gone(redis, owners, grace_s=self.missing_grace_s)
         unmarked: dict[str, tuple[bytes, float]] = {}
         taken_over: list[str] = []
         for job in held:
             if job.status in _HELD_STATES:
-                if job.worker_id in alive:
+                if job.worker_id and job.worker_id not in gone:
                     continue
                 reason = f"taken over: worker {job.worker_id} stopped beating"
             else:
