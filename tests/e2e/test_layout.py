@@ -193,6 +193,8 @@ def test_every_page_fits_a_laptop_and_a_phone(  # noqa: PLR0917 - fixtures
         "log": "/log",
         "misses": "/log/misses",
         "team": "/team",
+        "setup": "/setup",
+        "try": "/campaigns/try",
         **{f"timeline-{state.lower()}": f"/log/{log_id}" for state, log_id in ids.items()},
     }
     for name, path in owner_pages.items():
