@@ -193,7 +193,9 @@ async def verify_unconfirmed(resources: Resources, dm_log_id: int) -> VerifyResu
         throttled = int(previous.get("throttled", 0))
         if exc.code in RETRYABLE_CODES and throttled < MAX_THROTTLED_CHECKS:
             await _note(resources, dm_log_id, now, {"throttled": throttled + 1})
-            await enqueue_verification(resources.queue, dm_log_id, delay_s=THROTTLED_DELAY_S)
+            await enqueue_verification(
+                resources.queue, dm_log_id, delay_s=THROTTLED_DELAY_S, again=True
+            )
             return VerifyResult("throttled", str(exc))
         return await _failed(resources, dm_log_id, now, str(exc))
     except (GraphError, MissingTokenError, TokenDecryptError) as exc:
@@ -274,7 +276,7 @@ async def _wait_for_sibling(
         return VerifyResult("not_found", detail)
     detail = "waiting for another DM to the same person to finish sending"
     await _note(resources, dm_log_id, now, {"waited": waited + 1, "detail": detail})
-    await enqueue_verification(resources.queue, dm_log_id, delay_s=THROTTLED_DELAY_S)
+    await enqueue_verification(resources.queue, dm_log_id, delay_s=THROTTLED_DELAY_S, again=True)
     return VerifyResult("waiting", detail)
 
 

@@ -110,16 +110,30 @@ async def enqueue_granted(queue: Queue, grants: Sequence[tuple[int, int]]) -> in
     return await enqueue_many(queue, JobName.PROCESS_COMMENT, jobs) if jobs else 0
 
 
+def verification_key(dm_log_id: int, again_at: float | None = None) -> str:
+    """`verify:<id>` for a row's check, `verify:<id>:<epoch>` for a look it schedules again
+    from inside its own job (which still holds `verify:<id>`, so SAQ would refuse that key)."""
+    if again_at is None:
+        return f"verify:{dm_log_id}"
+    return f"verify:{dm_log_id}:{math.ceil(again_at)}"
+
+
 async def enqueue_verification(
-    queue: Queue, dm_log_id: int, *, delay_s: float = VERIFY_DELAY_S, now: float | None = None
+    queue: Queue,
+    dm_log_id: int,
+    *,
+    delay_s: float = VERIFY_DELAY_S,
+    now: float | None = None,
+    again: bool = False,
 ) -> bool:
-    """Queue an inbox check for an UNCONFIRMED private reply or DM."""
+    """Queue an inbox check for an UNCONFIRMED private reply or DM; `again` for a check that
+    looks again later, from inside its own job."""
     at = (now if now is not None else time.time()) + delay_s
     try:
         await enqueue(
             queue,
             JobName.VERIFY_UNCONFIRMED,
-            key=f"verify:{dm_log_id}",
+            key=verification_key(dm_log_id, at if again else None),
             scheduled=math.ceil(at) if delay_s > 0 else 0,
             dm_log_id=dm_log_id,
         )

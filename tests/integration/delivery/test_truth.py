@@ -32,6 +32,7 @@ from app.delivery.send.dispatch import deliver
 from app.delivery.send.legs import Claim
 from app.delivery.send.quota import usage, usage_month
 from app.delivery_log.queries import fetch_timeline, state_sentence
+from app.queue.saq_adapter import pending_job_keys
 from tests.integration.delivery.conftest import World
 
 STALE_S = 60
@@ -434,3 +435,32 @@ async def test_a_text_match_waits_only_for_a_send_of_the_same_text_in_flight(
     )
     # Of another text, it cannot.
     assert (await verify_unconfirmed(world.resources, unsure.id)).status == "confirmed"
+
+
+async def test_a_check_that_must_look_again_queues_its_next_look_from_its_own_job(
+    world: World,
+) -> None:
+    campaign = await _every_comment_campaign(world)
+    unsure = await world.comment("jane.doe", campaign_id=campaign)
+    world.admin.add_fault("messages", "deliver_then_error", code=1, times=1)
+    assert (await deliver(world.resources, worker_id="w", dm_log_id=unsure.id)).private == (
+        "UNCONFIRMED"
+    )
+    other = await world.comment("jane.doe", campaign_id=campaign)
+    async with autocommit(world.resources.engine) as conn:
+        claim = await claims.claim_private_reply(
+            conn,
+            dm_log_id=other.id,
+            worker_id="busy-worker",
+            request_kind="text",
+            message_text=(await world.log(unsure.id)).message_text or "",
+            month=usage_month(),
+        )
+        assert claim is not None
+        assert claim.won
+    queue = world.resources.queue
+    # The check runs as its job `verify:<id>`, which SAQ holds until the check returns.
+    assert f"verify:{unsure.id}" in await pending_job_keys(queue)
+    assert (await verify_unconfirmed(world.resources, unsure.id)).status == "waiting"
+    again = [k for k in await pending_job_keys(queue) if k.startswith(f"verify:{unsure.id}:")]
+    assert len(again) == 1, "the next look was refused: it reused the running job's key"
