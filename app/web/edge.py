@@ -18,10 +18,24 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 
 from app.db.bounds import id_in_range
 
+# No file system this runs on takes a name longer than 255 bytes or a path past a few
+# thousand; a longer one (a static file's path) would fail as an OSError inside the handler.
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 2048
+
+
+def _text_segment_ok(value: str) -> bool:
+    """A text path parameter (a str or a static file's Path) that any handler can look up."""
+    if "\x00" in value or len(value.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+        return False
+    return all(
+        len(part.encode("utf-8", "surrogatepass")) <= MAX_NAME_BYTES for part in value.split("/")
+    )
+
 
 def path_ids_in_range(app: ASGIApp) -> ASGIApp:
     """Middleware: 404 for an integer path parameter that cannot be a row's id or a text one
-    with a NUL; 400 for a query string with a NUL."""
+    with a NUL or a name too long for a file system; 400 for a query string with a NUL."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         # Typed as strings, but by now Litestar has converted `{name:int}` segments to int.
@@ -29,7 +43,7 @@ def path_ids_in_range(app: ASGIApp) -> ASGIApp:
         for value in params.values():
             if isinstance(value, int) and not id_in_range(value):
                 raise NotFoundException("Not found.")
-            if not isinstance(value, int) and "\x00" in str(value):  # a str or a static Path
+            if not isinstance(value, int) and not _text_segment_ok(str(value)):
                 raise NotFoundException("Not found.")
         query = scope.get("query_string", b"")
         if b"%00" in query or b"\x00" in query:
