@@ -40,9 +40,15 @@ class Resources:
         *,
         jobs: Mapping[JobName, JobOptions],
         db_pool_size: int = 10,
+        db_max_overflow: int = 10,
         db_pre_ping: bool = True,
     ) -> Resources:
-        engine = create_engine(settings.database_url, pool_size=db_pool_size, pre_ping=db_pre_ping)
+        engine = create_engine(
+            settings.database_url,
+            pool_size=db_pool_size,
+            max_overflow=db_max_overflow,
+            pre_ping=db_pre_ping,
+        )
         # SAQ closes the client it is given on disconnect, so it gets its own.
         queue = open_queue(settings, jobs)
         await queue.connect()

@@ -97,6 +97,10 @@ def build_worker(
             settings,
             jobs=options,
             db_pool_size=min(settings.worker_concurrency, 20),
+            # Every running job may hold a connection while the heartbeat, the orphan watcher
+            # and a delivery's fresh recording connection want theirs: a pool smaller than the
+            # concurrency makes jobs wait out the pool's timeout at start-up under a burst.
+            db_max_overflow=max(10, settings.worker_concurrency - 20 + 8),
             db_pre_ping=False,
         )
         if settings.worker_metrics_port is not None:
