@@ -115,6 +115,8 @@ class CommentIngest:
     # Those of them whose account has a backlog: its pacer sends them (no job of their own).
     paced_rows: set[int] = field(default_factory=set)
     paced_accounts: set[int] = field(default_factory=set)
+    # The account of each new row.
+    accounts_of: dict[int, int] = field(default_factory=dict)
     # Per source event (None for comments not from a webhook): new, duplicate, matched,
     # miss:<reason>, unknown_account.
     per_event: dict[int | None, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
@@ -221,6 +223,7 @@ async def ingest_comment_batch(
         paced = {rules.account_id for rules in accounts.values() if rules.paced}
         for log_id, account_id in await INSERT_DM_LOGS.execute(db, log_rows):
             result.deliveries.append(log_id)
+            result.accounts_of[log_id] = account_id
             if account_id in paced:
                 result.paced_rows.add(log_id)
                 result.paced_accounts.add(account_id)

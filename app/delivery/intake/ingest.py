@@ -30,17 +30,21 @@ from typing import Any
 from saq import Queue
 
 from app.campaigns.rules import AccountRules, load_account_rules
+from app.db.engine import autocommit
 from app.db.models import SeenVia, TriggerKind, WebhookStatus
 from app.db.raw import Db, execute, fetch_tuples
 from app.delivery.intake import triggers
 from app.delivery.intake.bulk import columns_of, unnest_arrays
 from app.delivery.intake.comments import enqueue_deliveries, ingest_comment_batch
 from app.delivery.intake.messaging_events import record_messaging
+from app.delivery.send.budget_history import account_budget
+from app.delivery.send.pacer import mark_backlog
 from app.delivery.send.scheduling import delivery_key, job_for, kick_pacer
 from app.instagram.webhook_payload import EnvelopeError, ParsedWebhook, decode_body, parse_webhook
 from app.instruments import WEBHOOK_EVENTS
 from app.operations.idempotency_hits import count_webhook_duplicates
 from app.queue import JobName, enqueue_many
+from app.resources import Resources
 
 # Events another job holds are skipped, processed ones are never touched again.
 _LOCK_EVENTS = (
@@ -71,6 +75,7 @@ class EventsIngest:
     # Comment rows of accounts with a backlog, and those accounts: their pacers send them.
     paced_rows: set[int] = field(default_factory=set)
     paced_accounts: set[int] = field(default_factory=set)
+    accounts_of: dict[int, int] = field(default_factory=dict)
     # New rows from taps and DM keyword triggers, with their kind (which job they are owed).
     dm_deliveries: list[tuple[int, TriggerKind]] = field(default_factory=list)
     processed: list[int] = field(default_factory=list)
@@ -89,6 +94,30 @@ class EventsIngest:
         if self.dm_deliveries:
             summary["dm_deliveries"] = len(self.dm_deliveries)
         return summary
+
+
+async def pace_surges(resources: Resources, outcome: EventsIngest) -> None:
+    """An account that got more new comments in this run than its budget has free slots is
+    surging: its new comments go to its pacer at once (one job each), rather than each first
+    trying the full budget on its own."""
+    new: Counter[int] = Counter(
+        outcome.accounts_of[log_id]
+        for log_id in outcome.deliveries
+        if log_id not in outcome.paced_rows and log_id in outcome.accounts_of
+    )
+    surging = [account for account, count in new.items() if count > 1]
+    if not surging:
+        return
+    budget = account_budget(resources)
+    for account_id in surging:
+        if (await budget.free(account_id)).free >= new[account_id]:
+            continue
+        async with autocommit(resources.engine) as conn:
+            await mark_backlog(conn, account_id)
+        outcome.paced_accounts.add(account_id)
+        outcome.paced_rows.update(
+            log_id for log_id, account in outcome.accounts_of.items() if account == account_id
+        )
 
 
 async def enqueue_ingested(queue: Queue, outcome: EventsIngest) -> int:
@@ -136,6 +165,7 @@ async def ingest_events(db: Db, event_ids: Collection[int]) -> EventsIngest:
     result.deliveries = comment_result.deliveries
     result.paced_rows = comment_result.paced_rows
     result.paced_accounts = comment_result.paced_accounts
+    result.accounts_of = comment_result.accounts_of
     result.unknown_accounts = comment_result.unknown_accounts + messaging_counts.pop(
         None, Counter()
     )

@@ -34,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import EventLevel, WebhookEvent, WebhookStatus
 from app.db.raw import pipelined_transaction
-from app.delivery.intake.ingest import EventsIngest, enqueue_ingested, ingest_events
+from app.delivery.intake.ingest import EventsIngest, enqueue_ingested, ingest_events, pace_surges
 from app.delivery.intake.webhook_writer import UNMARK_ENQUEUED, enqueue_ingest
 from app.operations.alerts import record_throttled
 from app.resources import Resources
@@ -137,6 +137,7 @@ async def _ingest_and_commit(resources: Resources, event_ids: Sequence[int]) -> 
 async def _after_commit(resources: Resources, outcome: EventsIngest) -> None:
     if outcome.deliveries or outcome.dm_deliveries:
         try:
+            await pace_surges(resources, outcome)
             await enqueue_ingested(resources.queue, outcome)
         except Exception as exc:  # noqa: BLE001 - rows are PENDING; the due-work relay enqueues
             logger.warning(

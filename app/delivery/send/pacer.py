@@ -102,6 +102,10 @@ WHERE id = :account_id AND pr_backlog_since IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM dm_logs d WHERE {_WAITING})
 """  # noqa: S608 - module constants only
 )
+_MARK_BACKLOG = text(
+    "UPDATE instagram_accounts SET pr_backlog_since = now() "
+    "WHERE id = :account_id AND pr_backlog_since IS NULL"
+)
 # The row waits for the pacer, and its account has a backlog from now on.
 _QUEUE_FOR_BUDGET = text(
     """
@@ -138,6 +142,11 @@ class PaceReport:
             "next_run_in_s": self.next_run_in_s,
             "note": self.note,
         }
+
+
+async def mark_backlog(conn: AsyncConnection, account_id: int) -> None:
+    """The account's private replies go through its pacer from now on."""
+    await conn.execute(_MARK_BACKLOG, {"account_id": account_id})
 
 
 async def queue_for_budget(conn: AsyncConnection, dm_log_id: int) -> None:

@@ -601,3 +601,36 @@ async def test_comments_of_an_account_with_a_backlog_go_to_its_pacer_not_a_job_e
     assert sorted(keys) == sorted([f"deliver:{other_log.id}", f"pace:{account.id}"])
     paced = await rows(resources, DmLog, DmLog.account_id == account.id)
     assert [log.pr_state for log in paced] == [LegState.PENDING, LegState.PENDING]
+
+
+async def test_more_new_comments_than_free_slots_go_to_the_pacer_at_once(
+    resources: Resources,
+) -> None:
+    from app.delivery.send.budget_history import account_budget
+
+    async with resources.sessionmaker() as session, session.begin():
+        account = await seed_account(session)
+        await seed_campaign(session, account)
+    budget = account_budget(resources)
+    for _ in range(budget.limit - 2):
+        await budget.reserve(account.id)
+    (event_id,) = await store(
+        resources,
+        comments_body(
+            *(
+                comment_value(f"1787000000000000{n}", commenter_id=f"990000000000000{n}")
+                for n in range(3)
+            )
+        ),
+    )
+
+    summary = await run_ingest(resources, [event_id])
+
+    assert summary["deliveries"] == 3
+    assert await queued_keys(resources) == [f"pace:{account.id}"]
+    async with resources.sessionmaker() as session:
+        backlog = await session.scalar(
+            text("SELECT pr_backlog_since FROM instagram_accounts WHERE id = :id"),
+            {"id": account.id},
+        )
+    assert backlog is not None
