@@ -141,15 +141,15 @@ FROM legs
 )
 _REASONS = {
     "reason": (
-        "no answer was recorded: the worker stopped (or lost its database) after the request "
-        "left for Instagram, so the message may have been delivered"
+        "no answer was recorded: the worker stopped (or lost its database) as the request was "
+        "leaving for Instagram or after, so the message may have been delivered"
     ),
     "unsent_reason": (
         "the worker stopped before the request left, so nothing was sent; sending it again"
     ),
     "pub_reason": (
-        "no answer was recorded: the worker stopped (or lost its database) after the reply "
-        "left for Instagram, so it may have been posted"
+        "no answer was recorded: the worker stopped (or lost its database) as the reply was "
+        "leaving for Instagram or after, so it may have been posted"
     ),
     "pub_unsent_reason": (
         "the worker stopped before the reply left, so nothing was posted; posting it again"

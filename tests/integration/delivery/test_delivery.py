@@ -68,7 +68,7 @@ async def test_stale_claims_whose_request_left_become_unconfirmed_with_an_inbox_
     log = await world.log(row.id)
     assert log.pr_state is LegState.UNCONFIRMED
     assert log.pr_error_message
-    assert "after the request left" in log.pr_error_message
+    assert "as the request was leaving" in log.pr_error_message
     [attempt] = await world.attempts(row.id)
     assert attempt.classification is AttemptClass.AMBIGUOUS
     assert attempt.finished_at

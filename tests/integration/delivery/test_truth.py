@@ -259,7 +259,7 @@ async def test_a_worker_that_died_after_its_request_left_is_unconfirmed_saying_s
     log = await world.log(row.id)
     assert log.pr_state is LegState.UNCONFIRMED
     assert log.pr_error_message
-    assert "after the request left" in log.pr_error_message
+    assert "as the request was leaving" in log.pr_error_message
     [attempt] = await world.attempts(row.id)
     assert attempt.classification is AttemptClass.AMBIGUOUS
     assert await world.resources.queue.job(f"verify:{row.id}") is not None
@@ -373,7 +373,7 @@ async def test_a_public_reply_whose_worker_died_after_it_left_is_unconfirmed(
     log = await world.log(row.id)
     assert log.pub_state is LegState.UNCONFIRMED
     assert log.pub_error_message
-    assert "after the reply left" in log.pub_error_message
+    assert "as the reply was leaving" in log.pub_error_message
 
 
 async def _reserved(world: World) -> int:
