@@ -48,6 +48,7 @@ from app.delivery_log.queries import (
     new_rows_select,
     page_select,
 )
+from app.workspaces.time_zone import start_of_day
 from tests.support.infra import TestDatabase
 
 CAMPAIGNS = 20
@@ -421,7 +422,7 @@ async def overview_timing(engine: AsyncEngine, ws: int, repeat: int) -> dict[str
     async with AsyncSession(engine) as session:
         for _ in range(repeat):
             started = time.perf_counter()
-            overview = await load_overview(session, ws)
+            overview = await load_overview(session, ws, start_of_day(UTC))
             times.append((time.perf_counter() - started) * 1000)
     return {
         "view": "overview",

@@ -66,3 +66,13 @@ function clearFieldError(event) {
 }
 document.addEventListener("input", clearFieldError);
 document.addEventListener("change", clearFieldError);
+
+// The sign-up form's hidden time_zone field gets the browser's zone, the new workspace's
+// default (without JavaScript it stays empty and the workspace is in UTC).
+for (const field of document.querySelectorAll("input[data-browser-zone]")) {
+  try {
+    field.value = Intl.DateTimeFormat().resolvedOptions().timeZone || "";
+  } catch {
+    field.value = "";
+  }
+}

@@ -52,6 +52,8 @@ class Viewer:
     role: Role
     # Every workspace the user belongs to, by name (the header's switcher lists them).
     workspaces: tuple[WorkspaceRef, ...] = ()
+    # The workspace's IANA zone, for the times the dashboard shows (app.workspaces.time_zone).
+    time_zone: str = "UTC"
 
     @property
     def can_change(self) -> bool:
@@ -66,7 +68,9 @@ async def load_viewer(session: AsyncSession, user_id: int, workspace_id: int) ->
     """The user as a member of `workspace_id`, or None when they are not (any more)."""
     rows = (
         await session.execute(
-            select(User.email, Workspace.id, Workspace.name, WorkspaceMember.role)
+            select(
+                User.email, Workspace.id, Workspace.name, WorkspaceMember.role, Workspace.time_zone
+            )
             .join(WorkspaceMember, WorkspaceMember.user_id == User.id)
             .join(Workspace, Workspace.id == WorkspaceMember.workspace_id)
             .where(User.id == user_id)
@@ -82,6 +86,7 @@ async def load_viewer(session: AsyncSession, user_id: int, workspace_id: int) ->
         workspace_id=current[1],
         workspace_name=current[2],
         role=current[3],
+        time_zone=current[4],
         workspaces=tuple(WorkspaceRef(id=row[1], name=row[2]) for row in rows),
     )
 

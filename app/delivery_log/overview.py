@@ -1,7 +1,8 @@
 """The overview's numbers: today's deliveries per account, blocked duplicates, recent events.
 
-"Today" is the UTC day, and counts are of the deliveries *created* today by their current
-private-reply state (one `GROUP BY` over today's slice of `ix_dm_logs_ws_created`).
+"Today" is the workspace's day: from midnight in its time zone (the caller passes `day`, see
+`app.workspaces.time_zone.start_of_day`). Counts are of the deliveries *created* today by their
+current private-reply state (one `GROUP BY` over today's slice of `ix_dm_logs_ws_created`).
 
 "Duplicate sends blocked" counts only what the data proves:
 - `same_person`: rows settled SKIPPED_DEDUP — the campaign had already messaged that person,
@@ -20,7 +21,7 @@ redelivering more than usual.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, time
+from datetime import datetime
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -30,10 +31,6 @@ from app.db.models import DmLog, EventLevel, IdempotencyHitKind, LegState, Opera
 from app.operations.idempotency_hits import HitCount, hits_last_24h
 
 RECENT_EVENTS = 15
-
-
-def start_of_day(now: datetime | None = None) -> datetime:
-    return datetime.combine((now or datetime.now(UTC)).date(), time.min, UTC)
 
 
 @dataclass(slots=True)
@@ -120,10 +117,7 @@ class Overview:
         return self.per_account.get(account_id) or DayCounts()
 
 
-async def load_overview(
-    session: AsyncSession, workspace_id: int, now: datetime | None = None
-) -> Overview:
-    day = start_of_day(now)
+async def load_overview(session: AsyncSession, workspace_id: int, day: datetime) -> Overview:
     overview = Overview(day=day, accounts=await list_accounts(session, workspace_id))
     confirmed = DmLog.pr_evidence.has_key("confirmed_by")
     by_meta = DmLog.pr_evidence["confirmed_by"].astext == "meta_already_used"

@@ -36,6 +36,7 @@ from app.operations.idempotency import Refused, fingerprint_of
 from app.resources import Resources
 from app.web.signup import SignUp, client_address, sign_up_and_in
 from app.workspaces.service import create_user_with_workspace
+from app.workspaces.time_zone import browser_zone_or_default
 
 _NO_STORE = {"Cache-Control": "no-store"}
 _TAKEN = "An account with this email already exists. Sign in instead."
@@ -138,6 +139,8 @@ class AuthController(Controller):
                     email=values["email"],
                     password=password,
                     workspace_name=values["workspace"] or None,
+                    # The browser's zone (app.js fills the hidden field); UTC without JS.
+                    time_zone=browser_zone_or_default(str(form.get("time_zone") or "")),
                 )
             except UserExistsError:
                 return Refused(_signup_page(values, {"email": _TAKEN}))

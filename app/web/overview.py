@@ -26,6 +26,7 @@ from app.health import check_health
 from app.resources import Resources
 from app.setup_doctor.run import overview_failures
 from app.web.htmx import wants_partial
+from app.workspaces.time_zone import start_of_day, zone_or_utc
 
 # Wrong passwords in a day before the owner is told: past a typo or two of their own.
 ATTACK_NOTICE_AT = 5
@@ -38,7 +39,8 @@ async def home(
     resources: NamedDependency[Resources],
     db_session: NamedDependency[AsyncSession],
 ) -> Template:
-    overview = await load_overview(db_session, viewer.workspace_id)
+    zone = zone_or_utc(viewer.time_zone)
+    overview = await load_overview(db_session, viewer.workspace_id, start_of_day(zone))
     health = await check_health(resources)
     connected = [a for a in overview.accounts if a.status is not AccountStatus.DISCONNECTED]
     campaigns = await count_by_status(db_session, viewer.workspace_id)
@@ -50,7 +52,9 @@ async def home(
         "attention": [a for a in connected if a.effective_status() != "active"],
         "campaigns": {status.value: count for status, count in campaigns.items()},
         "can_change": viewer.can_change,
-        "today": overview.day.date(),
+        # The log's date filter is in UTC days: from the UTC day the workspace's day began in,
+        # so the link's list holds all of today (and, east of UTC, the evening before).
+        "today": overview.day.astimezone(UTC).date(),
         "now": datetime.now(UTC),
         "viewer_email": viewer.email,
         "sign_in_failures": await _sign_in_failures(resources, viewer.email),

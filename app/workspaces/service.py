@@ -8,6 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.users import create_user, normalize_email
 from app.db.models import Role, Workspace, WorkspaceMember
+from app.workspaces.time_zone import DEFAULT_ZONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,12 +18,19 @@ class NewUser:
 
 
 async def create_user_with_workspace(
-    session: AsyncSession, *, email: str, password: str, workspace_name: str | None = None
+    session: AsyncSession,
+    *,
+    email: str,
+    password: str,
+    workspace_name: str | None = None,
+    time_zone: str = DEFAULT_ZONE,
 ) -> NewUser:
     """Create a user who owns a new workspace, in the caller's transaction."""
     email = normalize_email(email)
     user_id = await create_user(session, email=email, password=password)
-    workspace = Workspace(name=(workspace_name or f"{email.split('@')[0]}'s workspace")[:100])
+    workspace = Workspace(
+        name=(workspace_name or f"{email.split('@')[0]}'s workspace")[:100], time_zone=time_zone
+    )
     session.add(workspace)
     await session.flush()
     session.add(WorkspaceMember(workspace_id=workspace.id, user_id=user_id, role=Role.OWNER))

@@ -14,11 +14,11 @@ from litestar.testing import AsyncTestClient
 
 from app.asgi import create_app
 from app.db.models import EventLevel, LegState, WebhookEvent, WebhookStatus
-from app.delivery_log.overview import start_of_day
 from app.operations.events import record_event
 from app.queue import JobName, enqueue
 from app.resources import Resources
 from app.settings import Settings
+from app.workspaces.time_zone import start_of_day
 from tests.support.dashboard import add_account
 from tests.support.log_data import Creator, add_log, other_workspace, signed_in_creator
 
@@ -53,7 +53,7 @@ async def test_today_per_account_and_blocked_duplicates(
     second = await add_account(
         resources, owner.workspace_id, ig_user_id="17841400000000999", username="sunny.two"
     )
-    yesterday = start_of_day() - timedelta(hours=2)
+    yesterday = start_of_day(UTC) - timedelta(hours=2)
     states = [LegState.SENT] * 3 + [LegState.FAILED, LegState.UNCONFIRMED, LegState.PENDING]
     for state in states:
         await add_log(resources, owner, state=state)

@@ -290,10 +290,10 @@ async def test_the_token_is_stored_only_as_its_hash_and_shown_once(
     assert invite.expires_at - invite.created_at == timedelta(days=7)
     assert invite.role == "admin"
     # The new invite and the list say its expiry the same way.
-    expires = re.search(r'id="new-invite-expires"[^>]*>([^<]+)<', first.text)
+    expires = re.search(r'id="new-invite-expires"><time[^>]*>([^<]+)</time>', first.text)
     assert expires is not None
     assert expires.group(1) == "in 6 d"
-    assert f">{expires.group(1)}</span>" in first.text.split('id="new-invite-expires"')[1]
+    assert f">{expires.group(1)}</time>" in first.text.split('id="new-invite-expires"')[1]
 
     # The same form again (a reload, a double click): the first answer, without the link.
     again = await owner.post("/team/invites", data=form, headers=HTML, follow_redirects=True)

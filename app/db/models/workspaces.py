@@ -55,6 +55,8 @@ class Workspace(Base):
     name: Mapped[str] = mapped_column(String(100))
     # Monthly cap on DMs the workspace may send; NULL means no cap of ours (Meta's still apply).
     monthly_dm_quota: Mapped[int | None] = mapped_column(BigInteger)
+    # IANA name the dashboard shows times in (app.workspaces.time_zone); stored times are UTC.
+    time_zone: Mapped[str] = mapped_column(String(64), server_default="UTC")
     created_at: Mapped[CreatedAt]
 
 

@@ -3,8 +3,6 @@ keyword, …), filtered and paged like the table."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from litestar import get
 from litestar.di import NamedDependency
 from litestar.plugins.htmx import HTMXRequest
@@ -33,7 +31,6 @@ async def misses(
         "f": f,
         "page": page,
         "names": await workspace_names(db_session, viewer.workspace_id),
-        "today": datetime.now(UTC).date(),
         "reasons": [(r.value, MISS_REASONS.get(r, r.value)) for r in MissReason],
         "verdicts": VERDICTS,
     }

@@ -1,9 +1,8 @@
 """What every drawing of a log row needs (the table, the poller, the timeline, a retried row
-redrawn in place): the workspace's names, whether the viewer may press its buttons, today."""
+redrawn in place): the workspace's names, whether the viewer may press its buttons, its zone."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from litestar.plugins.htmx import HTMXRequest
@@ -19,7 +18,8 @@ def row_context(names: Names, viewer: Viewer) -> dict[str, Any]:
         "names": names,
         "can_change": viewer.can_change,
         "role_note": ROLE_NOTE,
-        "today": datetime.now(UTC).date(),
+        # Rows are also drawn outside a request (a retry's stored answer): the zone goes along.
+        "tz": viewer.time_zone,
     }
 
 

@@ -1,5 +1,6 @@
 """The Team screens under `/team`, one module each: the page (`page`), its invite forms
-(`invites`), its member forms (`members`, Leave included), and the header's workspace
+(`invites`), its member forms (`members`, Leave included), the workspace's time zone
+(`time_zone`), and the header's workspace
 switcher (`switch`, at `/workspaces/switch`). The rules live in `app.workspaces` (roles,
 members, invites); these handlers turn their answers into pages.
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from litestar import Router
 
-from app.web.team import invites, members, page
+from app.web.team import invites, members, page, time_zone
 from app.web.team.switch import switch_workspace
 
 team_router = Router(
@@ -25,6 +26,7 @@ team_router = Router(
         members.role,
         members.remove,
         members.leave,
+        time_zone.time_zone,
     ],
 )
 

@@ -24,6 +24,7 @@ from app.web.htmx import wants_partial
 from app.workspaces.invites import INVITABLE_ROLES, list_open_invites
 from app.workspaces.members import MemberRow, list_members
 from app.workspaces.roles import may_remove, role_choices
+from app.workspaces.time_zone import ZONE_NAMES
 
 NO_STORE = {"Cache-Control": "no-store"}
 ROLE_NOTE = "Your role lets you see the team; owners and admins invite people and change roles."
@@ -33,6 +34,7 @@ NOTICES = {
     "role": "Role changed.",
     "removed": "Removed. They no longer have access to this workspace.",
     "left": "You left that workspace.",
+    "time_zone": "Time zone saved: the dashboard shows times in it.",
 }
 
 
@@ -86,6 +88,7 @@ async def team_page(
     viewer: Viewer,
     *,
     form: FormState | None = None,
+    zone_form: FormState | None = None,
     new_invite: NewInvite | None = None,
     notice: str | None = None,
     invited: int | None = None,
@@ -103,6 +106,7 @@ async def team_page(
             "was made; if it was not copied, revoke the invite and make a new one."
         )
     form = form or FormState()
+    zone_form = zone_form or FormState(values={"time_zone": viewer.time_zone})
     context = {
         "workspace_name": viewer.workspace_name,
         "members": _member_views(viewer, members, owners),
@@ -115,6 +119,9 @@ async def team_page(
         "errors": form.errors,
         "new_invite": new_invite,
         "notice": notice,
+        "zone_values": zone_form.values,
+        "zone_errors": zone_form.errors,
+        "zone_names": ZONE_NAMES,
     }
     template = "team/_body.html" if wants_partial(request) else "team/index.html"
     return Template(template, context=context, status_code=status_code, headers=NO_STORE)
