@@ -56,6 +56,7 @@ async def home(
         # so the link's list holds all of today (and, east of UTC, the evening before).
         "today": overview.day.astimezone(UTC).date(),
         "now": datetime.now(UTC),
+        "time_zone": viewer.time_zone,
         "viewer_email": viewer.email,
         "sign_in_failures": await _sign_in_failures(resources, viewer.email),
     }

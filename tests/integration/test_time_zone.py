@@ -79,6 +79,7 @@ async def test_a_tokyo_workspace_sees_its_times_and_its_today(
     assert overview.status_code == 200
     assert _stat(overview.text, "stat-sent") == 1
     assert _stat(overview.text, "stat-failed") == 0
+    assert "since 00:00 Asia/Tokyo" in overview.text
     # The log's filter is in UTC days: the link starts on the UTC day Tokyo's day began in.
     assert f"from={tokyo_day.astimezone(UTC).date().isoformat()}" in overview.text
 
