@@ -381,9 +381,14 @@ def start_of_today(now: datetime | None = None) -> datetime:
 
 
 async def list_campaigns(
-    session: AsyncSession, workspace_id: int, *, archived: bool = False
+    session: AsyncSession,
+    workspace_id: int,
+    *,
+    archived: bool = False,
+    since: datetime | None = None,
 ) -> list[CampaignSummary]:
-    """The workspace's campaigns (archived ones only when asked) with today's DM counts."""
+    """The workspace's campaigns (archived ones only when asked) with today's DM counts:
+    `since` is the start of the workspace's day (midnight UTC when not given)."""
     state = DmLog.pr_state
     today = (
         select(
@@ -393,7 +398,7 @@ async def list_campaigns(
             func.count().filter(state == LegState.UNCONFIRMED).label("unconfirmed"),
             func.count().filter(state.in_([s for s in LegState if s.is_skip])).label("skipped"),
         )
-        .where(DmLog.workspace_id == workspace_id, DmLog.created_at >= start_of_today())
+        .where(DmLog.workspace_id == workspace_id, DmLog.created_at >= (since or start_of_today()))
         .group_by(DmLog.campaign_id)
         .subquery()
     )

@@ -83,6 +83,11 @@ async def test_a_tokyo_workspace_sees_its_times_and_its_today(
     # The log's filter is in UTC days: the link starts on the UTC day Tokyo's day began in.
     assert f"from={tokyo_day.astimezone(UTC).date().isoformat()}" in overview.text
 
+    campaigns = await owner.client.get("/campaigns", headers=HTML)
+    assert campaigns.status_code == 200
+    assert '<span class="count-sent" title="sent">1 sent</span>' in campaigns.text
+    assert 'class="count-failed"' not in campaigns.text
+
     log = await owner.client.get("/log", headers=HTML)
     assert log.status_code == 200
     shown = after.astimezone(TOKYO)

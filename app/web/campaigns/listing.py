@@ -3,7 +3,7 @@ or the archived ones (`?archived=1`)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC
 
 from litestar import get
 from litestar.di import NamedDependency
@@ -15,6 +15,7 @@ from app.accounts.cards import list_usable_accounts
 from app.auth.current import Viewer
 from app.campaigns.service import list_campaigns
 from app.web.campaigns.common import NO_STORE
+from app.workspaces.time_zone import start_of_day, zone_or_utc
 
 
 @get("/", name="campaigns")
@@ -23,7 +24,8 @@ async def campaign_list(
     db_session: NamedDependency[AsyncSession],
     archived: FromQuery[bool] = False,
 ) -> Template:
-    campaigns = await list_campaigns(db_session, viewer.workspace_id, archived=archived)
+    day = start_of_day(zone_or_utc(viewer.time_zone))
+    campaigns = await list_campaigns(db_session, viewer.workspace_id, archived=archived, since=day)
     accounts = await list_usable_accounts(db_session, viewer.workspace_id)
     return Template(
         "campaigns/index.html",
@@ -32,7 +34,8 @@ async def campaign_list(
             "archived": archived,
             "has_accounts": bool(accounts),
             "can_change": viewer.can_change,
-            "today": datetime.now(UTC).date().isoformat(),
+            # The log's date filter is in UTC days (see app.web.overview).
+            "today": day.astimezone(UTC).date().isoformat(),
         },
         headers=NO_STORE,
     )
