@@ -34,12 +34,16 @@ from app.auth.throttle import LoginThrottle
 from app.auth.users import InvalidUserError, UserExistsError, normalize_email, validate_credentials
 from app.operations.idempotency import Refused, fingerprint_of
 from app.resources import Resources
+from app.web.htmx import redirect
 from app.web.signup import SignUp, client_address, sign_up_and_in
 from app.workspaces.service import create_user_with_workspace
 from app.workspaces.time_zone import browser_zone_or_default
 
 _NO_STORE = {"Cache-Control": "no-store"}
-_TAKEN = "An account with this email already exists. Sign in instead."
+# Sign-up never says whether an email has an account: for a taken email the password is
+# hashed all the same (in `create_user`), the throttle counts it, and the answer is a 303 to
+# the sign-in page with a notice that reads the same whoever the email belongs to.
+EXISTING = "/login?existing=1"
 
 
 async def _signed_in(request: HTMXRequest, db_session: NamedDependency[AsyncSession]) -> bool:
@@ -68,6 +72,7 @@ class AuthController(Controller):
                 "email": "",
                 "error": None,
                 "signed_out": "signed_out" in request.query_params,
+                "existing": "existing" in request.query_params,
             },
             headers=_NO_STORE,
         )
@@ -143,7 +148,7 @@ class AuthController(Controller):
                     time_zone=browser_zone_or_default(str(form.get("time_zone") or "")),
                 )
             except UserExistsError:
-                return Refused(_signup_page(values, {"email": _TAKEN}))
+                return Refused(redirect(request, EXISTING))
             return SignedIn(user_id=new_user.user_id, workspace_id=new_user.workspace_id)
 
         async def land_in(session: AsyncSession, user_id: int) -> int | Response[Any]:
@@ -154,7 +159,7 @@ class AuthController(Controller):
 
         async def password_refused(refused: SignInRefused) -> Response[Any]:
             if refused.status_code == 400:
-                return _signup_page(values, {"email": _TAKEN})
+                return redirect(request, EXISTING)
             return _signup_page(values, {"email": refused.message}, refused.status_code)
 
         return await sign_up_and_in(

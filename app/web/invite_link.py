@@ -48,6 +48,7 @@ from app.operations.idempotency import (
     run_once,
 )
 from app.resources import Resources
+from app.web.htmx import redirect
 from app.web.idempotency import (
     as_response,
     idempotent,
@@ -230,9 +231,11 @@ class InviteController(Controller):
         async def create(session: AsyncSession) -> SignedIn | Refused[Response[Any]]:
             try:
                 user_id = await create_user(session, email=invite.email, password=password)
-            except UserExistsError:  # made meanwhile, in another tab
-                mode = await _visitor_mode(db_session, invite.email)
-                return Refused(_invite_page(token, invite, mode, status_code=409))
+            except UserExistsError:
+                # Made meanwhile (another tab): the password was hashed all the same and the
+                # throttle counted it; like the sign-up page, go by the usual path, the link's
+                # own page, which offers the sign-in.
+                return Refused(redirect(request, f"/invite/{token}"))
             result = await accept_invite(session, token=token, user_id=user_id, email=invite.email)
             if not isinstance(result, Accepted):
                 return Refused(_closed(result))

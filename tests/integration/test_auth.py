@@ -85,20 +85,40 @@ async def test_signup_creates_a_workspace_and_signs_in(
     assert "Secure" not in set_cookie  # PUBLIC_BASE_URL is http in tests
 
 
-async def test_signup_refuses_a_taken_email_and_a_short_password(
+async def test_signup_does_not_say_an_email_is_taken_and_refuses_a_short_password(
     client: AsyncTestClient,  # type: ignore[type-arg]
     settings: Settings,
+    resources: Resources,
     test_env: dict[str, str],  # type: ignore[type-arg]
 ) -> None:
     await sign_up(client, EMAIL)
+    async with resources.sessionmaker() as session:
+        stored_hash = await session.scalar(select(User.password_hash).where(User.email == EMAIL))
     async with AsyncTestClient(create_app(settings)) as other:
         page = await other.get("/signup")
+        # A taken email gets the usual path, a 303 to sign in with a notice that reads the same
+        # for any email, and not "already exists"; the account is left as it was.
         taken = await other.post(
             "/signup",
-            data={**tokens(page.text, "/signup"), "email": EMAIL.upper(), "password": PASSWORD},
+            data={
+                **tokens(page.text, "/signup"),
+                "email": EMAIL.upper(),
+                "password": "another password entirely",
+            },
+            follow_redirects=False,
         )
-        assert taken.status_code == 422
-        assert "already exists" in taken.text
+        assert taken.status_code == 303
+        assert taken.headers["location"] == "/login?existing=1"
+        assert "already exists" not in taken.text
+        assert _session_cookie(other) is None
+        notice = await other.get(taken.headers["location"])
+        assert "If this email already has an account, sign in with it." in notice.text
+        assert "already exists" not in notice.text
+        async with resources.sessionmaker() as session:
+            assert (
+                await session.scalar(select(User.password_hash).where(User.email == EMAIL))
+            ) == stored_hash
+            assert await session.scalar(select(func.count()).select_from(User)) == 1
         short = await other.post(
             "/signup",
             data={**tokens(page.text, "/signup"), "email": "new@example.com", "password": "short"},
@@ -152,8 +172,8 @@ async def test_a_double_submitted_sign_up_makes_one_account_and_signs_both_in(
     wrong = await client.post(
         "/signup", data={**data, "password": "not the same password"}, follow_redirects=False
     )
-    assert wrong.status_code == 422
-    assert "already exists" in wrong.text
+    assert wrong.status_code == 303
+    assert wrong.headers["location"] == "/login?existing=1"
     assert _session_set_by(wrong) is None
     other = await client.post(
         "/signup", data={**data, "email": "other@example.com"}, follow_redirects=False

@@ -474,6 +474,41 @@ async def test_a_double_submitted_sign_up_joins_once_and_both_answers_sign_in(
     assert await _member_count(resources, workspace_id) == 2
 
 
+async def test_an_invite_sign_up_for_an_email_taken_meanwhile_goes_to_the_links_sign_in(
+    owner: Client, new_client: NewClient, resources: Resources
+) -> None:
+    link = await _invite(owner, HELPER)
+    path = _path_of(link)
+    visitor = await new_client()
+    page = await visitor.get(path)
+    assert 'data-mode="signup"' in page.text
+    # The account is made in another tab before this form is sent.
+    await sign_up(await new_client(), HELPER, workspace="Helper's own")
+    async with resources.sessionmaker() as session:
+        stored_hash = await session.scalar(select(User.password_hash).where(User.email == HELPER))
+    form = {
+        **tokens(page.text, f"{path}/signup"),
+        "password": "another password entirely",
+        "password2": "another password entirely",
+    }
+    taken = await visitor.post(f"{path}/signup", data=form, follow_redirects=False)
+    assert taken.status_code == 303
+    assert taken.headers["location"] == path
+    assert visitor.cookies.get(SESSION_COOKIE) is None
+    async with resources.sessionmaker() as session:
+        assert (
+            await session.scalar(select(User.password_hash).where(User.email == HELPER))
+        ) == stored_hash
+    # The link's page offers the sign-in, and accepting that way still works.
+    page = await visitor.get(path)
+    assert 'data-mode="signin"' in page.text
+    await _login(visitor, HELPER, next_path=path)
+    accepted = await _post_form(visitor, path, f"{path}/accept")
+    assert accepted.status_code == 303
+    _, sunny_ws = await identity_of(resources, OWNER)
+    assert await _member_count(resources, sunny_ws) == 2
+
+
 # --- accepting as an existing user --------------------------------------------------------
 
 
