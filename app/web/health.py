@@ -1,8 +1,11 @@
 """`/health` for machines and the header status badge for people, from one health check.
 
 `/health` is for operators and monitors and carries each probe's result (an exception's type
-name at most, never its message, so no DSN or password). The badge is on every page, the
-sign-in page too: visitors see only the state; what is wrong is shown to signed-in users.
+name at most, never its message, so no DSN or password) to clients on this machine's loopback
+(`make dev`, tests, container checks; after `TRUSTED_PROXIES` handling, as for `/metrics`) and
+to signed-in users. Anyone else gets the overall status and the HTTP code only: no worker ids,
+queue names or latencies. The badge is on every page, the sign-in page too: visitors see only
+the state; what is wrong is shown to signed-in users.
 """
 
 from __future__ import annotations
@@ -18,14 +21,26 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.auth.current import peek_viewer
 from app.health import check_health
 from app.resources import Resources
+from app.web.metrics import is_local_client
 
 
 class HealthController(Controller):
     @get("/health", name="health", cache=False, exclude_from_csrf=True)
-    async def health(self, resources: NamedDependency[Resources]) -> Response[dict[str, Any]]:
+    async def health(
+        self,
+        request: HTMXRequest,
+        resources: NamedDependency[Resources],
+        db_session: NamedDependency[AsyncSession],
+    ) -> Response[dict[str, Any]]:
         report = await check_health(resources)
+        body = report.as_json()
+        # A dead database must not turn /health into an error: a stranger then gets the status.
+        if not is_local_client(request) and not (
+            report.database.get("ok") and await peek_viewer(request, db_session)
+        ):
+            body = {"status": body["status"]}
         return Response(
-            report.as_json(),
+            body,
             status_code=200 if report.ok else 503,
             headers={"Cache-Control": "no-store"},
         )

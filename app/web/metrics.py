@@ -37,6 +37,12 @@ class MetricsController(Controller):
         )
 
 
+def is_local_client(request: Request[Any, Any, Any]) -> bool:
+    """The client is on this machine's loopback: after `TRUSTED_PROXIES` handling, so a
+    request a local reverse proxy forwards counts as the address it names."""
+    return (request.client.host if request.client else None) in _LOOPBACK
+
+
 def _refusal(request: Request[Any, Any, Any], token: str | None) -> Response[bytes] | None:
     if token is not None:
         offered = request.headers.get("authorization", "")
@@ -48,8 +54,7 @@ def _refusal(request: Request[Any, Any, Any], token: str | None) -> Response[byt
             media_type="text/plain",
             headers={"WWW-Authenticate": 'Bearer realm="metrics"'},
         )
-    client = request.client.host if request.client else None
-    if client in _LOOPBACK:
+    if is_local_client(request):
         return None
     return Response(
         b"metrics are served to this machine only; set METRICS_TOKEN to scrape from elsewhere\n",

@@ -59,6 +59,11 @@ def test_health_is_503_without_a_worker_and_200_with_one(
         assert worker_check["workers"] == 1
         assert 0 <= worker_check["heartbeat_age_s"] < 30
         assert body["checks"]["queue"]["name"] == "delivery"  # type: ignore[index]
+        # Loopback gets the details above; a stranger a local proxy forwards, the status only.
+        stranger = httpx.get(
+            f"http://127.0.0.1:{web}/health", headers={"x-forwarded-for": "203.0.113.9"}, timeout=5
+        )
+        assert (stranger.status_code, stranger.json()) == (200, {"status": "ok"})
         badge = httpx.get(f"http://127.0.0.1:{web}/status/badge", timeout=5).text
         assert 'data-state="healthy"' in badge
 
