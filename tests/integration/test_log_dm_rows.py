@@ -76,7 +76,7 @@ async def test_dm_rows_are_labelled_linked_and_retryable_in_their_window(
     page = unescape((await owner.client.get("/log", headers=HTML)).text)
     labels = dict(re.findall(r'<tr id="log-(\d+)".*?<span class="kind">([^<]+)</span>', page, re.S))
     assert labels == {
-        str(rows["tap"]): "Button",
+        str(rows["tap"]): "Button tap",
         str(rows["dm"]): "DM",
         str(rows["follow_up"]): "Follow-up",
     }

@@ -53,9 +53,10 @@ ANY_MEMBER = {
     "/meta/deauthorize",
     "/meta/data-deletion",
 }
-# Raw ASGI routes have no method table to read; the only one is Meta's webhook, which
-# authenticates by signature, not by a session.
-ASGI_ROUTES = {"/webhooks/instagram"}
+# Raw ASGI routes have no method table to read: Meta's webhook, which authenticates by
+# signature, not by a session, and the tracked-link redirect a fan opens, which changes
+# nothing a role guards (it only records the tap).
+ASGI_ROUTES = {"/webhooks/instagram", "/go"}
 
 
 def _route_table() -> tuple[list[str], set[str]]:
