@@ -11,7 +11,8 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from app.db.models import LegState
+from app.db.models import DmLog, LegState
+from app.delivery.content.follow_gate import CHECKING_PAYLOAD, CHECKING_TEXT
 from tests.integration.delivery.conftest import LEMON_REEL, World
 from tests.integration.delivery.conversations import (
     ACCOUNT,
@@ -27,6 +28,11 @@ from tests.support.processes import free_port, start_web, start_worker
 # The sandbox signs with its own default secret; this web process checks that one.
 SANDBOX_SECRET = "sandbox-instagram-app-secret"
 FOLLOW_UP_TEXT = "Enjoy the loaf!"
+
+
+def _gate_rows(rows: list[DmLog]) -> list[DmLog]:
+    """Every row but the follow gate's "Checking…" note."""
+    return [row for row in rows if row.trigger_payload != CHECKING_PAYLOAD]
 
 
 async def _eventually(check: Callable[[], Awaitable[bool]], *, within_s: float, what: str) -> None:
@@ -91,7 +97,7 @@ async def test_opening_dm_gate_and_follow_up_through_web_and_two_workers(
 
         async def settled() -> bool:
             rows = await logs(world)
-            return len(rows) == 5 and all(row.pr_state.is_final for row in rows)
+            return len(_gate_rows(rows)) == 5 and all(row.pr_state.is_final for row in rows)
 
         await _eventually(settled, within_s=90, what="the taps, the reveal and the follow-up")
     finally:
@@ -100,7 +106,13 @@ async def test_opening_dm_gate_and_follow_up_through_web_and_two_workers(
         web.stop()
         admin.unregister_webhook()
 
-    rows = await logs(world)
+    every_row = await logs(world)
+    rows = _gate_rows(every_row)
+    # A tap that Instagram answers "not following yet" (the follow shows after 1.5 s) also
+    # gets the "Checking…" note at once, once per tap; whether each of the two taps is that
+    # early depends on the machine's speed, so there are up to two notes.
+    notes = [row for row in every_row if row.trigger_payload == CHECKING_PAYLOAD]
+    assert len(notes) <= 2 and all(row.pr_state is LegState.SENT for row in notes), kinds(notes)
     assert sorted(kinds(rows)) == [
         ("comment", "opening_dm", "SENT"),
         ("follow_up", "follow_up", "SENT"),
@@ -113,7 +125,8 @@ async def test_opening_dm_gate_and_follow_up_through_web_and_two_workers(
     assert revealed.pr_evidence is not None
     assert revealed.pr_evidence["follow_gate"]["follows"] is True
     inbox = world.inbox("zoe.lefevre")
-    assert len(inbox) == 4, [text_of(m) for m in inbox]
+    assert [text_of(m) for m in inbox].count(CHECKING_TEXT) == len(notes)
+    assert len(inbox) == 4 + len(notes), [text_of(m) for m in inbox]
     assert len(reveals(world, "zoe.lefevre")) == 1
     assert [text_of(m) for m in inbox][-1] == FOLLOW_UP_TEXT
     deliveries = admin.webhook_attempts()
