@@ -55,6 +55,7 @@ from typing import Any
 import psycopg
 
 from bench.http_load import percentile_ms
+from bench.seeding import connected_account
 from tests.support.dashboard import sandbox_env, web_env_for
 from tests.support.infra import TestDatabase, TestRedis, base_env
 from tests.support.processes import (
@@ -81,45 +82,25 @@ LATENCY_TO = "the first delivery_attempts.started_at: the claim statement, just 
 
 
 def seed(database_url: str, token: str, encryption_key: str) -> tuple[int, int, int]:
-    from app.accounts.tokens import seal_access_token
-    from app.crypto import TokenCipher
-    from app.db.models import InstagramAccount
-
-    sealed = InstagramAccount(ig_user_id=ACCOUNT_IG_ID)
-    seal_access_token(TokenCipher(bytes.fromhex(encryption_key)), sealed, token)
-    now = datetime.now(UTC)
     with psycopg.connect(database_url, autocommit=True) as conn:
-        workspace = conn.execute(
-            "INSERT INTO workspaces (name) VALUES ('bench') RETURNING id"
-        ).fetchone()
-        if workspace is None:
-            raise RuntimeError("seeding the bench database failed")
-        account = conn.execute(
-            "INSERT INTO instagram_accounts (workspace_id, ig_user_id, username, "
-            "token_ciphertext, token_key_id, token_issued_at, token_expires_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
-            (
-                workspace[0],
-                ACCOUNT_IG_ID,
-                ACCOUNT,
-                sealed.token_ciphertext,
-                sealed.token_key_id,
-                now - timedelta(days=2),
-                now + timedelta(days=58),
-            ),
-        ).fetchone()
-        if account is None:
-            raise RuntimeError("seeding the bench database failed")
+        workspace, account = connected_account(
+            conn,
+            workspace_name="bench",
+            ig_user_id=ACCOUNT_IG_ID,
+            username=ACCOUNT,
+            token=token,
+            encryption_key=encryption_key,
+        )
         # Once per person, as a campaign is by default: the claim takes the person too.
         campaign = conn.execute(
             "INSERT INTO campaigns (workspace_id, account_id, name, status, scope, keywords, "
             "dm_text, once_per_person) VALUES (%s, %s, 'bench', 'active', 'any_post', "
             "'{recipe}', 'Hi {username}! The recipe: {link}', true) RETURNING id",
-            (workspace[0], account[0]),
+            (workspace, account),
         ).fetchone()
     if campaign is None:
         raise RuntimeError("seeding the bench database failed")
-    return workspace[0], account[0], campaign[0]
+    return workspace, account, int(campaign[0])
 
 
 def store_comments(

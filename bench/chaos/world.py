@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 
 from bench.chaos.plan import KEYWORD, Shape, once_per_person
+from bench.seeding import connected_account
 
 ACCOUNT = "sunny.bakes"
 ACCOUNT_IG_ID = "17841458120395731"
@@ -52,35 +53,16 @@ def build(admin: Any, database_url: str, encryption_key: str, shape: Shape, tag:
 
 
 def _seed(database_url: str, token: str, encryption_key: str, posts: list[str]) -> None:
-    from app.accounts.tokens import seal_access_token
-    from app.crypto import TokenCipher
-    from app.db.models import InstagramAccount
-
-    sealed = InstagramAccount(ig_user_id=ACCOUNT_IG_ID)
-    seal_access_token(TokenCipher(bytes.fromhex(encryption_key)), sealed, token)
     now = datetime.now(UTC)
     with psycopg.connect(database_url, autocommit=True) as conn:
-        workspace = conn.execute(
-            "INSERT INTO workspaces (name) VALUES ('chaos') RETURNING id"
-        ).fetchone()
-        if workspace is None:
-            raise RuntimeError("seeding the chaos database failed")
-        account = conn.execute(
-            "INSERT INTO instagram_accounts (workspace_id, ig_user_id, username, "
-            "token_ciphertext, token_key_id, token_issued_at, token_expires_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
-            (
-                workspace[0],
-                ACCOUNT_IG_ID,
-                ACCOUNT,
-                sealed.token_ciphertext,
-                sealed.token_key_id,
-                now - timedelta(days=2),
-                now + timedelta(days=58),
-            ),
-        ).fetchone()
-        if account is None:
-            raise RuntimeError("seeding the chaos database failed")
+        workspace_id, account_id = connected_account(
+            conn,
+            workspace_name="chaos",
+            ig_user_id=ACCOUNT_IG_ID,
+            username=ACCOUNT,
+            token=token,
+            encryption_key=encryption_key,
+        )
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO campaigns (workspace_id, account_id, name, status, scope, media_id, "
@@ -88,8 +70,8 @@ def _seed(database_url: str, token: str, encryption_key: str, posts: list[str]) 
                 "VALUES (%s, %s, %s, 'active', 'post', %s, %s, %s, %s, %s)",
                 [
                     (
-                        workspace[0],
-                        account[0],
+                        workspace_id,
+                        account_id,
                         f"post {i}",
                         media_id,
                         now - timedelta(minutes=5),
