@@ -109,28 +109,34 @@ async def test_a_stopping_worker_keeps_its_running_job(
     world: World, delivery_env: dict[str, str], artifacts_dir: Path
 ) -> None:
     row = await world.comment()
-    # Shorter than the drain (SEND_TIMEOUT_S + 5): the stopping worker finishes it itself.
-    world.admin.add_fault("messages", "deliver_then_hang", seconds=8, times=1)
-    env = {**delivery_env, "SEND_TIMEOUT_S": "12"}
+    # Shorter than the drain (SEND_TIMEOUT_S + 5): the stopping worker finishes it itself;
+    # long enough for the watching worker to start and beat while the send hangs.
+    world.admin.add_fault("messages", "deliver_then_hang", seconds=20, times=1)
+    env = {**delivery_env, "SEND_TIMEOUT_S": "30"}
     first = start_worker(env, artifacts_dir, "draining-worker")
-    second = start_worker(env, artifacts_dir, "watching-worker")
+    second: Service | None = None
     try:
         wait_until(
-            lambda: _live(first) and _live(second) and _beating(env["REDIS_URL"]) == 2,
+            lambda: _live(first) and _beating(env["REDIS_URL"]) == 1,
             timeout=90,
-            what="both workers' heartbeats",
+            what="the first worker's heartbeat",
         )
-        second.signal(signal.SIGSTOP)  # so the first one takes the job
-        try:
-            await enqueue_delivery(world.resources.queue, row.id)
-            key = delivery_key(row.id, None)
-            wait_until(
-                lambda: world.stats(row.trigger_id)["send_requests"] == 1,
-                timeout=90,
-                what="the first worker's send to reach the sandbox",
-            )
-        finally:
-            second.signal(signal.SIGCONT)
+        # The watcher starts only once the job is taken: a worker waiting on the queue would
+        # take it as soon as it is enqueued, even while stopped.
+        await enqueue_delivery(world.resources.queue, row.id)
+        key = delivery_key(row.id, None)
+        wait_until(
+            lambda: world.stats(row.trigger_id)["send_requests"] == 1,
+            timeout=90,
+            what="the first worker's send to reach the sandbox",
+        )
+        second = start_worker(env, artifacts_dir, "watching-worker")
+        watcher = second
+        wait_until(
+            lambda: _live(watcher) and _beating(env["REDIS_URL"]) == 2,
+            timeout=90,
+            what="the watching worker's heartbeat",
+        )
         holder, _ = await _wait_for_holder(world, key, other_than=None, within_s=30)
         first.signal(signal.SIGTERM)
         assert first.process is not None
@@ -141,5 +147,6 @@ async def test_a_stopping_worker_keeps_its_running_job(
         assert (job.worker_id, job.attempts) == (holder, 1), job.error
     finally:
         first.kill()
-        second.stop(timeout=60)
+        if second is not None:
+            second.stop(timeout=60)
     assert world.stats(row.trigger_id)["send_requests"] == 1
