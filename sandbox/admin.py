@@ -77,6 +77,12 @@ class DmBody(msgspec.Struct, forbid_unknown_fields=True):
     text: str
 
 
+class StoryReplyBody(msgspec.Struct, forbid_unknown_fields=True):
+    account: str
+    story_id: str
+    text: str
+
+
 class TapBody(msgspec.Struct, forbid_unknown_fields=True):
     account: str
     mid: str | None = None
@@ -136,6 +142,7 @@ def message_json(sandbox: Sandbox, message: Message) -> dict[str, Any]:
         "quick_replies": message.quick_replies,
         "quick_reply_payload": message.quick_reply_payload,
         "comment_id": message.comment_id,
+        "reply_to_story": message.reply_to_story,
         "time": message.created_at,
         "created_time": graph_timestamp(message.created_at),
     }
@@ -358,6 +365,28 @@ class AdminController(Controller):
         )
         return message_json(sandbox, sent)
 
+    @post("/fans/{fan:str}/story_reply", status_code=201)
+    async def fan_story_reply(self, request: Request[Any, Any, Any], fan: str) -> dict[str, Any]:
+        body = await decode(request, StoryReplyBody)
+        sandbox = sandbox_of(request.app.state)
+        sent = fan_actions.story_reply(
+            sandbox,
+            find_fan(sandbox, fan),
+            find_account(sandbox, body.account),
+            body.story_id,
+            body.text,
+        )
+        return message_json(sandbox, sent)
+
+    @post("/fans/{fan:str}/story_mention", status_code=201)
+    async def fan_story_mention(self, request: Request[Any, Any, Any], fan: str) -> dict[str, Any]:
+        body = await decode(request, AccountBody)
+        sandbox = sandbox_of(request.app.state)
+        sent = fan_actions.story_mention(
+            sandbox, find_fan(sandbox, fan), find_account(sandbox, body.account)
+        )
+        return message_json(sandbox, sent)
+
     @post("/fans/{fan:str}/tap", status_code=200)
     async def fan_tap(self, request: Request[Any, Any, Any], fan: str) -> dict[str, str]:
         body = await decode(request, TapBody)
@@ -416,7 +445,7 @@ class AdminController(Controller):
             media_product_type=body.media_product_type,
             created_at=sandbox.clock.now(),
         )
-        return {
+        published = {
             "id": created.id,
             "owner_id": owner.user_id,
             "caption": created.caption,
@@ -425,3 +454,6 @@ class AdminController(Controller):
             "permalink": created.permalink,
             "timestamp": graph_timestamp(created.created_at),
         }
+        if created.is_story:
+            published["expires_time"] = graph_timestamp(created.expires_at)
+        return published

@@ -58,6 +58,8 @@ def create_app(config: SandboxConfig | None = None, *, sandbox: Sandbox | None =
             fan_page.fan_inbox,
             fan_page.fan_dm,
             fan_page.fan_tap,
+            fan_page.fan_story_reply,
+            fan_page.fan_story_mention,
             graph_api,
         ],
         template_config=TemplateConfig(directory=TEMPLATES, engine=JinjaTemplateEngine),

@@ -151,6 +151,17 @@ class _Calls(Generic[R]):
         body = {"account": account, "text": text}
         return self._call("POST", f"/_admin/fans/{_part(fan)}/dm", json=body)
 
+    def fan_story_reply(self, fan: str, account: str, story_id: str, text: str) -> R:
+        """The fan replies to one of the account's live stories."""
+        body = {"account": account, "story_id": story_id, "text": text}
+        return self._call("POST", f"/_admin/fans/{_part(fan)}/story_reply", json=body)
+
+    def fan_story_mention(self, fan: str, account: str) -> R:
+        """The fan mentions the account in a story of their own."""
+        return self._call(
+            "POST", f"/_admin/fans/{_part(fan)}/story_mention", json={"account": account}
+        )
+
     def fan_tap(
         self, fan: str, account: str, *, mid: str | None = None, payload: str | None = None
     ) -> R:
@@ -186,6 +197,12 @@ class _Calls(Generic[R]):
             "media_product_type": media_product_type,
         }
         return self._call("POST", f"/_admin/accounts/{_part(account)}/media", json=body)
+
+    def publish_story(self, account: str, caption: str = "", *, media_type: str = "IMAGE") -> R:
+        """A story, live for 24 hours (by the sandbox clock); listed by `/{id}/stories`."""
+        return self.publish_media(
+            account, caption, media_type=media_type, media_product_type="STORY"
+        )
 
     # --- inspection ----------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""What a fan can do: comment, reply, delete a comment, follow, message, tap, read.
+"""What a fan can do: comment, reply, delete a comment, follow, message, tap, read, reply to
+a story and mention an account in their own story.
 
 Shared by the admin API (tests) and the fan page (people), so both produce the same world
 changes and the same webhooks. Each action is synchronous, hence atomic on the event loop.
@@ -9,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.models import Account, Comment, Fan, Message
+from sandbox.models import Account, Comment, Fan, Message, MessageKind
 from sandbox.runtime import Sandbox
 from sandbox.webhook_events import comment_event, message_event, postback_event, seen_event
 
@@ -65,6 +66,8 @@ def comment(
     media = world.media.get(media_id)
     if media is None:
         raise ActionError(f"no media {media_id!r}", 404)
+    if media.is_story:
+        raise ActionError(f"media {media_id} is a story: stories take replies, not comments")
     body = _check_text(text, COMMENT_MAX_CHARS)
     parent = None
     if parent_id:
@@ -93,7 +96,15 @@ def unfollow(sandbox: Sandbox, fan: Fan, account: Account) -> None:
 
 
 def _fan_message(
-    sandbox: Sandbox, fan: Fan, account: Account, text: str, quick_reply: str | None
+    sandbox: Sandbox,
+    fan: Fan,
+    account: Account,
+    text: str | None,
+    quick_reply: str | None = None,
+    *,
+    kind: MessageKind | None = None,
+    attachment: dict[str, Any] | None = None,
+    reply_to_story: dict[str, str] | None = None,
 ) -> Message:
     world = sandbox.world
     now = sandbox.clock.now()
@@ -104,10 +115,12 @@ def _fan_message(
         fan=fan.username,
         igsid=conversation.igsid,
         from_business=False,
-        kind="quick_reply" if quick_reply is not None else "fan_message",
+        kind=kind or ("quick_reply" if quick_reply is not None else "fan_message"),
         created_at=now,
         text=text,
+        attachment=attachment,
         quick_reply_payload=quick_reply,
+        reply_to_story=reply_to_story,
     )
     world.record_message(conversation, message)
     # A message from the person opens the 24-hour window and is consent for profile reads.
@@ -119,6 +132,42 @@ def _fan_message(
 
 def direct_message(sandbox: Sandbox, fan: Fan, account: Account, text: object) -> Message:
     return _fan_message(sandbox, fan, account, _check_text(text, DM_MAX_BYTES, in_bytes=True), None)
+
+
+def story_reply(
+    sandbox: Sandbox, fan: Fan, account: Account, story_id: str, text: object
+) -> Message:
+    """The fan replies to one of the account's live stories: a DM carrying
+    ``reply_to.story {id, url}``, which opens the 24-hour window like any message."""
+    story = sandbox.world.media.get(story_id)
+    if story is None or not story.is_story or story.owner_id != account.user_id:
+        raise ActionError(f"{account.username} has no story {story_id!r}", 404)
+    if not story.live_at(sandbox.clock.now()):
+        raise ActionError(f"story {story_id} has expired: stories take replies for 24 hours")
+    body = _check_text(text, DM_MAX_BYTES, in_bytes=True)
+    return _fan_message(
+        sandbox,
+        fan,
+        account,
+        body,
+        kind="story_reply",
+        reply_to_story={"url": story.media_url, "id": story.id},
+    )
+
+
+def story_mention(sandbox: Sandbox, fan: Fan, account: Account) -> Message:
+    """The fan posts a story that mentions the account: Instagram puts a message with a
+    ``story_mention`` attachment (the story's CDN URL, no id, no text) in the account's inbox."""
+    asset = sandbox.world.ids.object_id()
+    url = f"https://lookaside.fbsbx.com/ig_messaging_cdn/?asset_id={asset}&signature=sandbox"
+    return _fan_message(
+        sandbox,
+        fan,
+        account,
+        None,
+        kind="story_mention",
+        attachment={"type": "story_mention", "payload": {"url": url}},
+    )
 
 
 def _options(message: Message) -> list[dict[str, Any]]:

@@ -1,5 +1,6 @@
 """The pages a person uses to play a fan: pick an identity, open a post, comment, reply,
-follow, message the account, read the inbox (button templates rendered) and tap buttons.
+follow, message the account, reply to its live stories, mention it in a story of their own,
+read the inbox (button templates rendered) and tap buttons.
 
 Plain HTML forms that POST and redirect back (303), so it works without JavaScript and a
 browser test can drive it. The fan is chosen with the ``fan`` query parameter.
@@ -49,6 +50,10 @@ def _post_view(sandbox: Sandbox, media: Media) -> dict[str, Any]:
     }
 
 
+def _story_view(sandbox: Sandbox, story: Media) -> dict[str, Any]:
+    return {"id": story.id, "caption": story.caption, "ago": _ago(sandbox, story.created_at)}
+
+
 def _comment_view(sandbox: Sandbox, comment: Comment) -> dict[str, Any]:
     world = sandbox.world
     author = comment.fan or world.accounts[comment.account_id].username
@@ -78,6 +83,8 @@ def _message_view(sandbox: Sandbox, message: Message) -> dict[str, Any]:
         "media_url": payload.get("url") if isinstance(payload, dict) else None,
         "quick_replies": message.quick_replies or [],
         "private_reply": message.comment_id is not None,
+        "story_reply": message.reply_to_story is not None,
+        "story_mention": message.kind == "story_mention",
         "ago": _ago(sandbox, message.created_at),
     }
 
@@ -90,6 +97,7 @@ def _preview(message: Message) -> str:
 
 def _accounts_view(sandbox: Sandbox, fan: Fan | None) -> list[dict[str, Any]]:
     world = sandbox.world
+    now = sandbox.clock.now()
     return [
         {
             "id": a.user_id,
@@ -99,6 +107,11 @@ def _accounts_view(sandbox: Sandbox, fan: Fan | None) -> list[dict[str, Any]]:
             "followers": a.followers_count,
             "following": fan is not None and a.user_id in fan.follows,
             "posts": [_post_view(sandbox, world.media[m]) for m in reversed(a.media_ids)],
+            "stories": [
+                _story_view(sandbox, world.media[m])
+                for m in reversed(a.story_ids)
+                if world.media[m].live_at(now)
+            ],
         }
         for a in world.accounts.values()
     ]
@@ -123,7 +136,10 @@ def home(request: Request[Any, Any, Any]) -> Template:
 
 @get("/fan", name="fan_home", sync_to_thread=False, include_in_schema=False)
 def fan_home(
-    request: Request[Any, Any, Any], fan: str | None = None, error: str | None = None
+    request: Request[Any, Any, Any],
+    fan: str | None = None,
+    error: str | None = None,
+    done: str | None = None,
 ) -> Template:
     sandbox = sandbox_of(request.app.state)
     person = _fan_or_none(sandbox, fan)
@@ -136,6 +152,7 @@ def fan_home(
             "accounts": _accounts_view(sandbox, person),
             "inbox_count": len(person.inbox),
             "error": error,
+            "done": done,
         },
     )
 
@@ -301,4 +318,34 @@ async def fan_tap(request: Request[Any, Any, Any]) -> Redirect:
             mid=str(form.get("mid", "")) or None,
             payload=str(form.get("payload", "")) or None,
         ),
+    )
+
+
+async def _on_feed(request: Request[Any, Any, Any], act: InboxAction) -> Redirect:
+    """Run a fan's action from the feed (a story reply, a mention) and go back to the feed."""
+    sandbox = sandbox_of(request.app.state)
+    form = await request.form()
+    fan, account = str(form.get("fan", "")), str(form.get("account", ""))
+    try:
+        act(sandbox, find_fan(sandbox, fan), find_account(sandbox, account), form)
+    except ActionError as error:
+        return _back("/fan", error, fan=fan)
+    return _back("/fan", fan=fan, done=str(form.get("done", "")) or None)
+
+
+@post("/fan/story_reply", name="fan_story_reply", include_in_schema=False)
+async def fan_story_reply(request: Request[Any, Any, Any]) -> Redirect:
+    return await _on_feed(
+        request,
+        lambda sandbox, fan, account, form: fan_actions.story_reply(
+            sandbox, fan, account, str(form.get("story_id", "")), form.get("text", "")
+        ),
+    )
+
+
+@post("/fan/story_mention", name="fan_story_mention", include_in_schema=False)
+async def fan_story_mention(request: Request[Any, Any, Any]) -> Redirect:
+    return await _on_feed(
+        request,
+        lambda sandbox, fan, account, form: fan_actions.story_mention(sandbox, fan, account),
     )

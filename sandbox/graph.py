@@ -1,7 +1,8 @@
 """The Graph API surface: one catch-all route that strips any ``/vNN.N`` prefix and dispatches.
 
-A path names either a node (``/me``, ``/{id}``) or an edge (``/{id}/media``, ``/{id}/comments``,
-``/{id}/replies``, ``/{id}/messages``, ``/{id}/subscribed_apps``, ``/{id}/conversations``). An
+A path names either a node (``/me``, ``/{id}``) or an edge (``/{id}/media``, ``/{id}/stories``,
+``/{id}/comments``, ``/{id}/replies``, ``/{id}/messages``, ``/{id}/subscribed_apps``,
+``/{id}/conversations``). An
 id is looked up in the world to see what it is (conversation, message, IGSID, media, comment,
 account), as Meta does. Anything else is 2500 "Unknown path components". Every response
 carries ``X-App-Usage``; an unexpected exception becomes code 1, never a stack trace.
@@ -27,6 +28,7 @@ Edge = Callable[[GraphCall, str], Awaitable[Response[bytes]]]
 
 EDGES: dict[str, tuple[frozenset[str], Edge]] = {
     "media": (frozenset({"GET"}), media.media_edge),
+    "stories": (frozenset({"GET"}), media.stories_edge),
     "comments": (frozenset({"GET"}), comments.comments_edge),
     "replies": (frozenset({"GET", "POST"}), comments.replies),
     "messages": (frozenset({"POST"}), messages.send),

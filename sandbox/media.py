@@ -45,7 +45,11 @@ def render_media(call: GraphCall, media: Media, fields: FieldTree) -> dict[str, 
         "media_type": media.media_type,
         "media_product_type": media.media_product_type,
         "media_url": media.media_url,
-        "permalink": media.permalink,
+        "permalink": (
+            f"https://www.instagram.com/stories/{owner.username}/{media.id}/"
+            if media.is_story
+            else media.permalink
+        ),
         "shortcode": media.shortcode,
         "timestamp": graph_timestamp(media.created_at),
         "comments_count": media.comments_count,
@@ -115,6 +119,34 @@ async def media_edge(call: GraphCall, node_id: str) -> Response[bytes]:
                 account.media_ids,
                 lambda mid: render_media(call, world.media[mid], fields),
                 visible=visible,
+                default_limit=25,
+                max_limit=100,
+            )
+        )
+
+    return await perform(
+        call.sandbox,
+        call.request,
+        endpoint="media",
+        target=FaultTarget(account.user_id),
+        operation=operation,
+    )
+
+
+async def stories_edge(call: GraphCall, node_id: str) -> Response[bytes]:
+    """The account's live stories (posted in the last 24 hours), newest first."""
+    account = call.own_account(node_id)
+
+    def operation() -> Reply:
+        world = call.sandbox.world
+        fields = parse_fields(call.param("fields"), MEDIA_DEFAULT)
+        now = call.sandbox.clock.now()
+        return Reply(
+            list_body(
+                call,
+                account.story_ids,
+                lambda mid: render_media(call, world.media[mid], fields),
+                visible=lambda mid: world.media[mid].live_at(now),
                 default_limit=25,
                 max_limit=100,
             )

@@ -9,7 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-MessageKind = Literal["private_reply", "dm", "fan_message", "quick_reply"]
+MessageKind = Literal[
+    "private_reply", "dm", "fan_message", "quick_reply", "story_reply", "story_mention"
+]
+# A story is live for this long after it is posted; then it takes no replies.
+STORY_LIFETIME_S = 24 * 3600.0
 
 
 @dataclass(slots=True)
@@ -25,6 +29,7 @@ class Account:
     followers_count: int
     follows_count: int
     media_ids: list[str] = field(default_factory=list)  # oldest first
+    story_ids: list[str] = field(default_factory=list)  # oldest first; not in /media
     subscribed_fields: list[str] = field(default_factory=list)
     # The permissions of the token that made the subscription: Meta sends a field's events
     # only when the account granted the permission the field needs.
@@ -60,6 +65,18 @@ class Media:
     like_count: int
     comment_ids: list[str] = field(default_factory=list)  # top-level only, oldest first
     comments_count: int = 0
+
+    @property
+    def is_story(self) -> bool:
+        return self.media_product_type == "STORY"
+
+    @property
+    def expires_at(self) -> float:
+        """When a story stops being live (a post never does; this is then meaningless)."""
+        return self.created_at + STORY_LIFETIME_S
+
+    def live_at(self, now: float) -> bool:
+        return not self.is_story or now < self.expires_at
 
     @property
     def permalink(self) -> str:
@@ -101,6 +118,8 @@ class Message:
     quick_replies: list[dict[str, Any]] | None = None
     quick_reply_payload: str | None = None
     comment_id: str | None = None  # set on private replies
+    # A fan's reply to one of the account's stories: Meta's `reply_to.story` {id, url}.
+    reply_to_story: dict[str, str] | None = None
 
 
 @dataclass(slots=True)

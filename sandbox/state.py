@@ -206,7 +206,8 @@ class World:
             like_count=like_count,
         )
         self.media[media_id] = media
-        account.media_ids.append(media_id)
+        # Stories are not in /{ig-user-id}/media, as on Instagram; /stories lists the live ones.
+        (account.story_ids if media.is_story else account.media_ids).append(media_id)
         return media
 
     def add_comment(

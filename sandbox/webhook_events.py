@@ -1,7 +1,8 @@
 """The events Meta would push to the callback, built from what just happened in the world.
 
-``comments`` travel as ``entry[].changes[]`` values; ``messages`` (fan messages and echoes of
-the business's own sends), ``messaging_postbacks`` and ``messaging_seen`` as ``messaging[]``
+``comments`` travel as ``entry[].changes[]`` values; ``messages`` (fan messages, story replies
+with ``reply_to.story``, story mentions as a ``story_mention`` attachment, and echoes of the
+business's own sends), ``messaging_postbacks`` and ``messaging_seen`` as ``messaging[]``
 items.
 """
 
@@ -92,6 +93,8 @@ def message_event(message: Message) -> WebhookEvent:
         body["attachments"] = [message.attachment]
     if message.quick_reply_payload is not None:
         body["quick_reply"] = {"payload": message.quick_reply_payload}
+    if message.reply_to_story is not None:
+        body["reply_to"] = {"story": dict(message.reply_to_story)}
     if message.from_business:
         body["is_echo"] = True
     sender, recipient = _parties(message)
