@@ -39,6 +39,7 @@ from app.web.log import log_router
 from app.web.meta_callbacks import MetaCallbacksController
 from app.web.metrics import MetricsController
 from app.web.overview import home
+from app.web.report import shared_report
 from app.web.same_origin import same_origin_only
 from app.web.security_headers import security_headers
 from app.web.setup_doctor import SetupDoctorController
@@ -48,8 +49,9 @@ from app.web.webhooks import instagram_webhook, webhook_intake_lifespan
 
 STATIC_DIR = Path(__file__).resolve().parents[1] / "static"
 FORM_MAX_BODY_BYTES = 1024 * 1024
-# Machine endpoints authenticate by signature or carry no state change.
-CSRF_EXEMPT = ["^/webhooks/", "^/meta/", "^/health$", "^/static/"]
+# Machine endpoints authenticate by signature or carry no state change; a shared report
+# (`/r/…`) is read-only and must set no cookie.
+CSRF_EXEMPT = ["^/webhooks/", "^/meta/", "^/health$", "^/static/", "^/r/"]
 CSRF_COOKIE = "csrftoken"
 # Under https: a cookie only this exact origin can set (no other port, no subdomain).
 CSRF_COOKIE_SECURE = "__Host-csrftoken"
@@ -89,6 +91,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             SetupDoctorController,
             MetricsController,
             tracked_link,
+            shared_report,
             create_static_files_router(path="/static", directories=[STATIC_DIR], name="static"),
         ],
         # Entered in order, left in reverse: the webhook intake stops before the resources.

@@ -17,6 +17,8 @@ _SECRET_PATTERNS = (
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+"),
     # Invite links carry their token in the path (also URL-encoded, in a sign-in's `next`).
     re.compile(r"(?i)(/invite/|%2Finvite%2F)[A-Za-z0-9_-]+"),
+    # So do shared report links (`/r/<token>`).
+    re.compile(r"(?i)(/r/|%2Fr%2F)[A-Za-z0-9_-]+"),
 )
 
 

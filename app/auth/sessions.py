@@ -42,8 +42,9 @@ _ROTATE_MARKER = "__rotate__"
 # Where the backend remembers the stored bytes it loaded, to detect a change.
 _LOADED_KEY = "oncereply.session.loaded"
 
-# Paths that never need a session: machine endpoints and assets polled or fetched often.
-SESSIONLESS_PATHS = ["^/static/", "^/health", "^/status/", "^/webhooks/"]
+# Paths that never need a session: machine endpoints, assets polled or fetched often, and the
+# shared report pages, which must set no cookie.
+SESSIONLESS_PATHS = ["^/static/", "^/health", "^/status/", "^/webhooks/", "^/r/"]
 
 
 def rotate_session(connection: ASGIConnection[Any, Any, Any, Any], data: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ from sqlalchemy import text
 
 from app.asgi import create_app
 from app.db.models import LegState, Role
+from app.delivery_log.report_links import create_report_link
 from app.resources import Resources
 from app.settings import Settings, load_settings
 from app.web.idempotency import new_idempotency_key
@@ -99,6 +100,14 @@ async def team(settings: Settings, resources: Resources) -> AsyncIterator[Team]:
                 role=Role.ADMIN,
             )
         assert isinstance(invite, InviteCreated)
+        async with resources.sessionmaker() as session, session.begin():
+            report = await create_report_link(
+                session,
+                workspace_id=owner.workspace_id,
+                campaign_id=owner.campaign_id,
+                user_id=owner.user_id,
+            )
+        assert report is not None
         await add_member(resources, owner.workspace_id, MEMBER)
         async with signed_in_as(settings, MEMBER) as member:
             yield Team(
@@ -109,6 +118,7 @@ async def team(settings: Settings, resources: Resources) -> AsyncIterator[Team]:
                     "campaign_id": str(owner.campaign_id),
                     "dm_log_id": str(log_id),
                     "invite_id": str(invite.invite_id),
+                    "link_id": str(report.link_id),
                     "user_id": str(owner.user_id),  # a member trying to change the owner
                     "token": invite.token,
                 },

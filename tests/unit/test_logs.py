@@ -22,6 +22,7 @@ from app.logs import ScrubSecrets, scrub
         ("Authorization: Bearer IGAAheader.secret-value", "IGAAheader.secret-value"),
         ("unhandled error on GET /invite/o84jALmk1Zsr69jU_OLco94D-s", "o84jALmk1Zsr69jU_OLco94D-s"),
         ("GET /login?next=%2Finvite%2FAbc_def-123XYZ", "Abc_def-123XYZ"),
+        ("GET https://reply.example/r/Qm9vX2Jhel9xdXV4LXJlcG9ydC10b2tlbi0xMjM0NTY3", "Qm9vX2Jh"),
     ],
 )
 def test_scrub_removes_the_value_and_keeps_the_name(raw: str, secret: str) -> None:

@@ -28,6 +28,7 @@ from app.db.models.operations import (
     UsageCounter,
 )
 from app.db.models.privacy import DataDeletionRequest
+from app.db.models.reports import CampaignReportLink
 from app.db.models.webhooks import WebhookEvent, WebhookStatus
 from app.db.models.workspaces import Role, User, Workspace, WorkspaceInvite, WorkspaceMember
 
@@ -37,6 +38,7 @@ __all__ = [
     "Base",
     "Campaign",
     "CampaignRecipient",
+    "CampaignReportLink",
     "CampaignScope",
     "CampaignStatus",
     "Comment",

@@ -1,7 +1,8 @@
 """Campaign screens under `/campaigns`, one module each: the list (`listing`), the editor
 (`editor`, with the DM preview in `preview`, the keyword chips in `keywords` and the post
-picker in `media`), the status buttons (`status`), "Try a comment" (`try_comment`) and the
-per-campaign summary as CSV (`summary`).
+picker in `media`), the status buttons (`status`), "Try a comment" (`try_comment`), the
+per-campaign summary as CSV (`summary`) and the "Share a report" card (`report_card`, its
+forms in `report_links`).
 
 Every state-changing form carries an idempotency key (`app.web.idempotency`), so a double
 click saves once and both clicks land on the same page. The rules live in `app.campaigns`.
@@ -19,6 +20,7 @@ from app.web.campaigns import (
     listing,
     media,
     preview,
+    report_links,
     status,
     summary,
     try_comment,
@@ -40,6 +42,8 @@ campaigns_router = Router(
         status.pause,
         status.archive,
         status.duplicate,
+        report_links.create,
+        report_links.revoke,
         try_comment.try_page,
         try_comment.try_comment,
     ],

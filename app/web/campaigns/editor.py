@@ -13,6 +13,7 @@ The DM preview, the keyword chips and the post picker are their own small endpoi
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from litestar import Response, get, post
@@ -47,6 +48,7 @@ from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
 from app.web.campaigns.common import NO_STORE, campaign_not_found
 from app.web.campaigns.preview import preview_context
+from app.web.campaigns.report_card import NewReportLink, report_links_context
 from app.web.guards import editors_only
 from app.web.htmx import wants_partial
 from app.web.idempotency import idempotent, redirect_to
@@ -56,6 +58,16 @@ _NOTICES = {
     "created": "Campaign created.",
     "copied": "This is a copy, saved as a draft. Rename it and pick its post.",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """The "Share a report" card's state for one answer (see `campaign_page`)."""
+
+    shared: int | None = None
+    new_link: NewReportLink | None = None
+
+
 _MUST_STAY_COMPLETE = "This campaign is live, so it must stay complete; pause it to save a draft."
 
 
@@ -124,8 +136,33 @@ async def edit(
     campaign_id: FromPath[int],
     notice: FromQuery[str | None] = None,
     check: FromQuery[bool] = False,
+    shared: FromQuery[str | None] = None,
 ) -> Template:
-    campaign = await get_campaign(db_session, viewer.workspace_id, campaign_id)
+    return await campaign_page(
+        request,
+        db_session,
+        viewer,
+        campaign_id,
+        notice=notice,
+        check=check,
+        shared=parse_int(shared, low=1, high=BIGINT_MAX),
+    )
+
+
+async def campaign_page(
+    request: HTMXRequest,
+    session: AsyncSession,
+    viewer: Viewer,
+    campaign_id: int,
+    *,
+    notice: str | None = None,
+    check: bool = False,
+    shared: int | None = None,
+    new_report: NewReportLink | None = None,
+) -> Template:
+    """The campaign's page as saved (`shared`: a report link a repeated form made; `new_report`:
+    the address of the one just made, shown this once)."""
+    campaign = await get_campaign(session, viewer.workspace_id, campaign_id)
     if campaign is None:
         raise campaign_not_found()
     form = input_from_values({name: getattr(campaign, name) for name in EDITABLE})
@@ -134,7 +171,14 @@ async def edit(
     if check and errors:
         message = "Before it can go live, this campaign needs the fields marked below."
     return await _editor_page(
-        request, db_session, viewer, campaign=campaign, form=form, errors=errors, notice=message
+        request,
+        session,
+        viewer,
+        campaign=campaign,
+        form=form,
+        errors=errors,
+        notice=message,
+        report=Report(shared=shared, new_link=new_report),
     )
 
 
@@ -205,9 +249,11 @@ async def _editor_page(
     errors: Mapping[str, str] | None = None,
     status: int = 200,
     notice: str | None = None,
+    report: Report | None = None,
 ) -> Template:
     """The editor page, or only its form when htmx asked (errors swap in place)."""
     accounts = await list_accounts(session, viewer.workspace_id)
+    whole_page = campaign is not None and not wants_partial(request)
     clicks = (
         await campaign_clicks(
             session,
@@ -215,10 +261,19 @@ async def _editor_page(
             campaign_id=campaign.id,
             buttons=campaign.buttons,
         )
-        if campaign is not None and not wants_partial(request)
+        if campaign is not None and whole_page
         else None
     )
+    report = report or Report()
+    sharing = (
+        await report_links_context(
+            session, viewer, campaign.id, new_link=report.new_link, shared=report.shared
+        )
+        if campaign is not None and whole_page
+        else {}
+    )
     context = {
+        **sharing,
         "campaign": campaign,
         "clicks": clicks,
         "form": form,

@@ -1,0 +1,52 @@
+"""`/r/<token>`: a campaign's shared report, read-only, for anyone holding the link.
+
+No sign-in and no cookie: the path is outside the session middleware and the CSRF cookie
+(`app.asgi`, `app.auth.sessions.SESSIONLESS_PATHS`), and the page is drawn from its own
+layout, without the dashboard's header or scripts. It shows counts only, never a commenter
+(`app.delivery_log.report`). The token is in the URL, so the answer sends
+`Referrer-Policy: no-referrer` (the page links nowhere, but a browser extension might) and
+`X-Robots-Tag: noindex`, and the log scrubs `/r/…` paths (`app.logs`). An unknown, revoked or
+altered token gets a friendly 404 page, the same for each, so it says nothing about which.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from litestar import get
+from litestar.di import NamedDependency
+from litestar.params import FromPath
+from litestar.response import Template
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.delivery_log.report import load_report
+from app.delivery_log.report_links import find_shared_campaign
+
+REPORT_TEMPLATE = "reports/report.html"
+NOT_FOUND_TEMPLATE = "reports/not_found.html"
+HEADERS = {
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",
+    "X-Robots-Tag": "noindex, nofollow",
+}
+
+
+@get("/r/{token:str}", name="shared_report", opt={"exclude_from_csrf": True})
+async def shared_report(
+    db_session: NamedDependency[AsyncSession], token: FromPath[str]
+) -> Template:
+    shared = await find_shared_campaign(db_session, token)
+    report = (
+        await load_report(
+            db_session, workspace_id=shared.workspace_id, campaign_id=shared.campaign_id
+        )
+        if shared is not None
+        else None
+    )
+    if report is None:
+        return Template(NOT_FOUND_TEMPLATE, status_code=404, headers=HEADERS)
+    return Template(
+        REPORT_TEMPLATE,
+        context={"report": report, "tz": report.time_zone, "now": datetime.now(UTC)},
+        headers=HEADERS,
+    )
