@@ -26,6 +26,7 @@ from app.db.models import (
     LinkVisit,
     MissReason,
     Role,
+    Workspace,
     WorkspaceMember,
 )
 from app.resources import Resources
@@ -137,6 +138,12 @@ async def test_an_owner_shares_a_report_with_totals_and_no_one_who_commented(
     settings: Settings, resources: Resources, owner: Creator
 ) -> None:
     await _seed(resources, owner)
+    async with resources.sessionmaker() as session, session.begin():
+        await session.execute(
+            update(Workspace)
+            .where(Workspace.id == owner.workspace_id)
+            .values(time_zone="Asia/Tokyo")
+        )
     made = await _create(owner)
     assert made.status_code == 200, made.text
     url, token = _link_in(made.text)
@@ -149,6 +156,11 @@ async def test_an_owner_shares_a_report_with_totals_and_no_one_who_commented(
     assert report.status_code == 200, report.text
     html = report.text
     assert "Lemon loaf" in html
+    # Its times are in the workspace's zone, UTC on hover, like the dashboard's.
+    as_of = re.search(r'id="report-as-of">Figures as of <time[^>]*title="([^"]+)"', html)
+    assert as_of
+    assert "Asia/Tokyo" in as_of.group(1)
+    assert "UTC" in as_of.group(1)
     assert [_stat(html, i) for i in ("total-seen", "total-matched", "total-sent")] == [
         "6",
         "4",
