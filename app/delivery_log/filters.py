@@ -27,7 +27,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from app.db.bounds import BIGINT_MAX, MAX_MICROS, MIN_MICROS, parse_day, parse_id
-from app.db.models import LegState, MissReason
+from app.db.models import LegState, MissReason, TriggerKind
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -219,10 +219,12 @@ def _common(params: Mapping[str, str], problems: list[str]) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class LogFilter(CommonFilter):
-    """The delivery log's filters; `state` is the private-reply (DM) state."""
+    """The delivery log's filters; `state` is the private-reply (DM) state, `trigger` what
+    started the delivery (a comment, a story reply, …)."""
 
     state: str | None = None
     campaign_id: int | None = None
+    trigger: TriggerKind | None = None
 
     @classmethod
     def parse(cls, params: Mapping[str, str]) -> LogFilter:
@@ -234,14 +236,28 @@ class LogFilter(CommonFilter):
         elif raw_state:
             problems.append(f"Ignored the state “{raw_state[:30]}”.")
         campaign_id = _int(params, "campaign", problems)
+        raw_trigger = (params.get("trigger") or "").strip()
+        trigger = None
+        if raw_trigger in {kind.value for kind in TriggerKind}:
+            trigger = TriggerKind(raw_trigger)
+        elif raw_trigger:
+            problems.append(f"Ignored the trigger “{raw_trigger[:30]}”.")
         common = _common(params, problems)
-        return cls(state=state, campaign_id=campaign_id, problems=tuple(problems), **common)
+        return cls(
+            state=state,
+            campaign_id=campaign_id,
+            trigger=trigger,
+            problems=tuple(problems),
+            **common,
+        )
 
     def items(self) -> list[tuple[str, str]]:
         """The filters as query-string pairs (for links, the poller and the export)."""
         items = [("state", self.state)] if self.state else []
         if self.campaign_id is not None:
             items.append(("campaign", str(self.campaign_id)))
+        if self.trigger is not None:
+            items.append(("trigger", self.trigger.value))
         return items + self._common_items()
 
     @property

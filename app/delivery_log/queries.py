@@ -151,6 +151,8 @@ def log_conditions(workspace_id: int, f: LogFilter) -> list[ColumnElement[bool]]
         where.append(DmLog.pr_state.in_(states))
     if f.campaign_id is not None:
         where.append(DmLog.campaign_id == f.campaign_id)
+    if f.trigger is not None:
+        where.append(DmLog.trigger_kind == f.trigger)
     if f.account_id is not None:
         where.append(DmLog.account_id == f.account_id)
     return where + common_conditions(

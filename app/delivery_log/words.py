@@ -6,7 +6,7 @@ timeline's details, for support and for the operator.
 
 from __future__ import annotations
 
-from app.db.models import AttemptClass, LegState, MessageKind
+from app.db.models import AttemptClass, LegState, MessageKind, TriggerKind
 
 # A leg's state as the badge shows it.
 STATE_WORDS: dict[LegState, str] = {
@@ -59,6 +59,15 @@ MESSAGE_WORDS: dict[str, str] = {
     MessageKind.OPENING_DM.value: "the tap-for-the-link DM",
     MessageKind.FOLLOW_PROMPT.value: "the request to follow",
     MessageKind.FOLLOW_UP.value: "the follow-up",
+}
+# What started a delivery, as the log's trigger filter names it.
+TRIGGER_WORDS: dict[TriggerKind, str] = {
+    TriggerKind.COMMENT: "Comment",
+    TriggerKind.MESSAGE: "DM keyword",
+    TriggerKind.POSTBACK: "Button tap",
+    TriggerKind.FOLLOW_UP: "Follow-up",
+    TriggerKind.STORY_REPLY: "Story reply",
+    TriggerKind.STORY_MENTION: "Story mention",
 }
 # The "checking…" note the follow gate sends after a "not yet" tap.
 CHECKING_NOTE_WORDS = "the “checking…” note"

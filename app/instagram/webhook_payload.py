@@ -7,7 +7,10 @@ Pure functions, no I/O. `decode_body` turns raw bytes into a JSON object (or ref
   uses — `entry[].changes[]` or the flat `entry[].field/value`;
 - `messaging`: one `MessagingItem` per `entry[].messaging[]` item (messages, echoes,
   postbacks, reactions, reads, referrals, edits), also when one arrives in the changes shape
-  (Meta's dashboard "Test" button sends `{"field": "messages", "value": {...}}`);
+  (Meta's dashboard "Test" button sends `{"field": "messages", "value": {...}}`); a message
+  that replies to one of the account's stories (`reply_to.story {id, url}`) or mentions the
+  account in the person's own story (an attachment of type `story_mention`) carries a
+  `StoryRef`;
 - `problems`: items that were malformed (wrong field types, missing ids, ids too long to
   store), each with its JSON path — they are skipped, never half-stored;
 - `ignored`: counts of fields and objects we receive but do not act on (`mentions`,
@@ -25,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 import msgspec
@@ -78,6 +82,21 @@ class CommentItem:
     field: str = "comments"
 
 
+class StoryAction(StrEnum):
+    REPLY = "reply"  # a reply to one of the account's stories
+    MENTION = "mention"  # the person mentioned the account in their own story
+
+
+@dataclass(frozen=True, slots=True)
+class StoryRef:
+    """The story a message is about: the account's story it replies to (its id and URL), or
+    the person's story that mentions the account (a CDN URL; Meta gives no id)."""
+
+    action: StoryAction
+    story_id: str | None
+    url: str | None
+
+
 @dataclass(frozen=True, slots=True)
 class MessagingItem:
     """One `messaging[]` item: who, what, when; `user_id` is always the person, not us."""
@@ -94,6 +113,7 @@ class MessagingItem:
     # A message whose sender is the account itself without being an echo (`is_self`).
     is_self: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
+    story: StoryRef | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,6 +389,7 @@ def _messaging(context: _Entry, item: object, path: str) -> MessagingItem | str:
             if quick_reply
             else None
         )
+        story = None if is_echo else _story_of(body, f"{path}.message")
         return MessagingItem(
             account_ig_id=account,
             occurred_at=occurred_at,
@@ -380,7 +401,8 @@ def _messaging(context: _Entry, item: object, path: str) -> MessagingItem | str:
             is_deleted=body.get("is_deleted") is True,
             is_unsupported=body.get("is_unsupported") is True,
             is_self=not is_echo and (body.get("is_self") is True or sender == account),
-            extra=_message_extra(body),
+            extra=_message_extra(body, story),
+            story=story,
         )
     for name, (kind, mid_field, text_field, payload_field) in _OTHER_KINDS.items():
         if name in item:
@@ -428,7 +450,35 @@ def _other_extra(name: str, body: Mapping[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def _message_extra(body: Mapping[str, Any]) -> dict[str, Any]:
+# Story URLs are signed CDN links; a longer one is kept cut, never refused.
+MAX_STORY_URL = 1000
+
+
+def _story_of(body: Mapping[str, Any], path: str) -> StoryRef | None:
+    """The story a message replies to or that mentions the account, if any. Lenient: an
+    odd story field loses the story's details, never the person's message."""
+    reply_to = body.get("reply_to")
+    story = reply_to.get("story") if isinstance(reply_to, dict) else None
+    if isinstance(story, dict):
+        try:
+            story_id = fields.optional_id(story, "id", f"{path}.reply_to.story")
+        except fields.FieldError:
+            story_id = None
+        url = story.get("url")
+        url = fields.clean(url[:MAX_STORY_URL]) if isinstance(url, str) and url else None
+        return StoryRef(StoryAction.REPLY, story_id, url)
+    attachments = body.get("attachments")
+    if isinstance(attachments, list):
+        for attachment in attachments:
+            if isinstance(attachment, dict) and attachment.get("type") == "story_mention":
+                payload = attachment.get("payload")
+                url = payload.get("url") if isinstance(payload, dict) else None
+                url = fields.clean(url[:MAX_STORY_URL]) if isinstance(url, str) and url else None
+                return StoryRef(StoryAction.MENTION, None, url)
+    return None
+
+
+def _message_extra(body: Mapping[str, Any], story: StoryRef | None) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     attachments = body.get("attachments")
     if isinstance(attachments, list):
@@ -439,11 +489,14 @@ def _message_extra(body: Mapping[str, Any]) -> dict[str, Any]:
         ]
         extra["attachments"] = [fields.clean(kind) for kind in kinds[:10]]
     reply_to = body.get("reply_to")
-    if isinstance(reply_to, dict):
-        if isinstance(reply_to.get("mid"), str):
-            extra["reply_to_mid"] = fields.clean(reply_to["mid"][: fields.MAX_MID_LENGTH])
-        elif isinstance(reply_to.get("story"), dict):
-            extra["reply_to_story"] = True
+    if isinstance(reply_to, dict) and isinstance(reply_to.get("mid"), str):
+        extra["reply_to_mid"] = fields.clean(reply_to["mid"][: fields.MAX_MID_LENGTH])
+    if story is not None:
+        extra["story"] = story.action.value
+        if story.story_id:
+            extra["story_id"] = story.story_id
+        if story.url:
+            extra["story_url"] = story.url
     return extra
 
 

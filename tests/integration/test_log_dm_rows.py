@@ -110,3 +110,57 @@ async def test_a_dm_row_past_its_24_hours_cannot_be_retried(
     timeline = unescape((await owner.client.get(f"/log/{rows['tap']}", headers=HTML)).text)
     assert "The 24-hour messaging window has closed" in timeline
     assert 'id="retry-button"' not in timeline
+
+
+async def test_story_rows_are_labelled_and_the_log_filters_by_trigger(
+    resources: Resources, owner: Creator
+) -> None:
+    rows = await _dm_rows(resources, owner, window=timedelta(hours=20))
+    now = datetime.now(UTC)
+    reply = await add_log(
+        resources,
+        owner,
+        state=LegState.SENT,
+        trigger_kind=TriggerKind.STORY_REPLY,
+        trigger_id="story:aWdf-story",
+        text="LOAF please",
+        username=None,
+        message_kind=MessageKind.REVEAL,
+        deadline_at=now + timedelta(hours=20),
+    )
+    mention = await add_log(
+        resources,
+        owner,
+        state=LegState.SENT,
+        trigger_kind=TriggerKind.STORY_MENTION,
+        trigger_id="mention:aWdf-mention",
+        text=None,
+        username=None,
+        message_kind=MessageKind.REVEAL,
+        deadline_at=now + timedelta(hours=20),
+    )
+    page = unescape((await owner.client.get("/log", headers=HTML)).text)
+    labels = dict(re.findall(r'<tr id="log-(\d+)".*?<span class="kind">([^<]+)</span>', page, re.S))
+    assert labels[str(reply)] == "Story reply"
+    assert labels[str(mention)] == "Story mention"
+    assert "mentioned you in their story" in page
+    assert '<option value="story_reply" >Story reply</option>' in page
+
+    only = unescape((await owner.client.get("/log?trigger=story_reply", headers=HTML)).text)
+    shown = set(re.findall(r'<tr id="log-(\d+)"', only))
+    assert shown == {str(reply)}
+    assert '<option value="story_reply" selected>Story reply</option>' in only
+    mentions = unescape((await owner.client.get("/log?trigger=story_mention", headers=HTML)).text)
+    assert set(re.findall(r'<tr id="log-(\d+)"', mentions)) == {str(mention)}
+    comments = unescape((await owner.client.get("/log?trigger=comment", headers=HTML)).text)
+    assert set(re.findall(r'<tr id="log-(\d+)"', comments)) == {str(rows["comment"])}
+    odd = unescape((await owner.client.get("/log?trigger=reel", headers=HTML)).text)
+    assert "Ignored the trigger “reel”." in odd
+    assert len(set(re.findall(r'<tr id="log-(\d+)"', odd))) == 6
+
+    timeline = unescape((await owner.client.get(f"/log/{mention}", headers=HTML)).text)
+    assert "<h2>The story that mentioned you</h2>" in timeline
+    assert "They mentioned you in their story." in timeline
+    replied = unescape((await owner.client.get(f"/log/{reply}", headers=HTML)).text)
+    assert "<h2>The reply to your story</h2>" in replied
+    assert "LOAF please" in replied

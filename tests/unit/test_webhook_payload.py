@@ -12,6 +12,8 @@ from app.instagram.webhook_payload import (
     CommentItem,
     EnvelopeError,
     MessagingKind,
+    StoryAction,
+    StoryRef,
     comment_from_graph,
     decode_body,
     parse_webhook,
@@ -400,3 +402,48 @@ def test_the_parse_is_independent_of_json_escaping() -> None:
     plain = json.dumps(document, ensure_ascii=False).encode()
     assert parse(decode_body(escaped)).comments == parse(decode_body(plain)).comments
     assert parse(decode_body(escaped)).comments[0].text == "äö / <@%>"
+
+
+def test_story_replies_and_story_mentions_carry_their_story() -> None:
+    fan, business = {"id": "1254459154682919"}, {"id": ACCOUNT}
+    story_url = "https://lookaside.fbsbx.com/ig_messaging_cdn/?asset_id=1"
+
+    def message(body: dict[str, Any]) -> dict[str, Any]:
+        return {"sender": fan, "recipient": business, "timestamp": MS, "message": body}
+
+    parsed = parse(
+        messaging_entry(
+            message(
+                {
+                    "mid": "s1",
+                    "text": "LOAF",
+                    "reply_to": {"story": {"url": story_url, "id": "17900000000000001"}},
+                }
+            ),
+            message(
+                {
+                    "mid": "s2",
+                    "attachments": [{"type": "story_mention", "payload": {"url": story_url}}],
+                }
+            ),
+            message({"mid": "s3", "text": "odd", "reply_to": {"story": {"id": ["not", "id"]}}}),
+            message({"mid": "s4", "text": "plain", "reply_to": {"mid": "m0"}}),
+            message({"mid": "s5", "text": "echo", "is_echo": True, "reply_to": {"story": {}}}),
+        )
+    )
+    assert parsed.problems == []
+    reply, mention, odd, plain, echo = parsed.messaging
+    assert reply.story == StoryRef(StoryAction.REPLY, "17900000000000001", story_url)
+    assert reply.text == "LOAF"
+    assert reply.extra["story"] == "reply"
+    assert reply.extra["story_id"] == "17900000000000001"
+    assert mention.story == StoryRef(StoryAction.MENTION, None, story_url)
+    assert mention.text is None
+    assert mention.extra["attachments"] == ["story_mention"]
+    # An odd story id loses the story's details, never the person's message.
+    assert odd.story == StoryRef(StoryAction.REPLY, None, None)
+    assert odd.text == "odd"
+    assert plain.story is None
+    assert plain.extra == {"reply_to_mid": "m0"}
+    assert echo.kind is MessagingKind.ECHO
+    assert echo.story is None

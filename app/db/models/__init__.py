@@ -1,7 +1,13 @@
 """All models, imported here so `Base.metadata` is complete for Alembic and the tests."""
 
 from app.db.base import Base
-from app.db.models.campaigns import Campaign, CampaignScope, CampaignStatus, MatchMode
+from app.db.models.campaigns import (
+    Campaign,
+    CampaignScope,
+    CampaignStatus,
+    CampaignTrigger,
+    MatchMode,
+)
 from app.db.models.clicks import LinkClick, LinkVisit
 from app.db.models.delivery import (
     AttemptClass,
@@ -41,6 +47,7 @@ __all__ = [
     "CampaignReportLink",
     "CampaignScope",
     "CampaignStatus",
+    "CampaignTrigger",
     "Comment",
     "CommentOutcome",
     "DataDeletionRequest",

@@ -28,6 +28,14 @@ class CampaignScope(StrEnum):
     NEXT_POST = "next_post"
 
 
+class CampaignTrigger(StrEnum):
+    """What a campaign answers: comments on posts, replies to stories, or story mentions."""
+
+    COMMENTS = "comments"
+    STORY_REPLIES = "story_replies"
+    STORY_MENTIONS = "story_mentions"
+
+
 class MatchMode(StrEnum):
     WHOLE_WORD = "whole_word"
     CONTAINS = "contains"
@@ -57,9 +65,18 @@ class Campaign(Base):
         default=CampaignStatus.DRAFT,
         server_default=CampaignStatus.DRAFT.value,
     )
+    trigger: Mapped[CampaignTrigger] = mapped_column(
+        str_enum(CampaignTrigger, "campaign_trigger"),
+        default=CampaignTrigger.COMMENTS,
+        server_default=CampaignTrigger.COMMENTS.value,
+    )
+    # Comment campaigns only (a story campaign keeps `any_post`, which no comment path reads).
     scope: Mapped[CampaignScope] = mapped_column(str_enum(CampaignScope, "campaign_scope"))
     media_id: Mapped[str | None] = mapped_column(String(32), index=True)
     media_caption: Mapped[str | None] = mapped_column(Text)
+    # Story replies: the one story answered (NULL: every story) and when it stops being live.
+    story_id: Mapped[str | None] = mapped_column(String(32))
+    story_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # next_post: the campaign binds to the first reel/post published after this instant.
     armed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # The reconciler never reaches back before the campaign last became active.

@@ -1,8 +1,9 @@
 """Deliveries: one `dm_logs` row per trigger with a state per leg, and the evidence behind it.
 
-A comment gets at most one private reply from Instagram, whatever the campaign, so `dm_logs`
-is unique on `(account_id, trigger_id)`: the comment id for comments, `dm:<mid>` for a DM
-keyword trigger, `postback:<key>` for a button tap, `followup:<source log id>` for a follow-up.
+A comment gets at most one private reply from Instagram, whatever the campaign, so `dm_logs` is
+unique on `(account_id, trigger_id)`: the comment id for comments, `dm:<mid>` for a DM keyword
+trigger, `story:<mid>` for a story reply, `mention:<mid>` for a story mention, `postback:<key>`
+for a button tap, `followup:<source log id>` for a follow-up.
 The private-reply/DM leg (`pr_*`) and the public-reply leg (`pub_*`) each carry their own
 state, attempt counter and claim, so one failing never blocks the other. `message_kind` says
 what the leg sends (the link, an opening DM, a follow prompt, a follow-up): the trigger decides
@@ -60,6 +61,8 @@ class TriggerKind(StrEnum):
     MESSAGE = "message"
     POSTBACK = "postback"
     FOLLOW_UP = "follow_up"
+    STORY_REPLY = "story_reply"  # a reply to one of the account's stories (a DM by IGSID)
+    STORY_MENTION = "story_mention"  # the person mentioned the account in their own story
 
 
 class MessageKind(StrEnum):

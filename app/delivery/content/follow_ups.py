@@ -28,7 +28,9 @@ from app.db.models import MessageKind, TriggerKind
 
 MESSAGING_WINDOW = timedelta(hours=24)
 # The triggers whose interaction opened the window a follow-up needs.
-WINDOW_OPENING_TRIGGERS = frozenset({TriggerKind.POSTBACK, TriggerKind.MESSAGE})
+WINDOW_OPENING_TRIGGERS = frozenset(
+    {TriggerKind.POSTBACK, TriggerKind.MESSAGE, TriggerKind.STORY_REPLY, TriggerKind.STORY_MENTION}
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,11 +1,12 @@
 """Messaging webhook items into the ledger: one `messaging_events` row each.
 
-Messages, taps (postbacks), reactions, reads, edits and echoes all get a ledger row keyed by
+Messages (story replies and story mentions among them), taps (postbacks), reactions, reads,
+edits and echoes all get a ledger row keyed by
 what identifies the item (`dedupe_key`: Meta's message id where there is one), so a
 redelivered webhook adds nothing. The row notes whether the item (re)opens the person's
 24-hour messaging window and, for an item that makes no work, why (an echo, our own message,
-a deleted or unsupported message, not a trigger). Taps and DM keyword triggers among them are
-handed to `triggers`, which turns them into work.
+a deleted or unsupported message, not a trigger). Taps, DM keyword triggers, story replies and
+story mentions among them are handed to `triggers`, which turns them into work.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from app.db.models import MessagingMissReason
 from app.db.raw import Db
 from app.delivery.intake import triggers
 from app.delivery.intake.bulk import BulkInsert
-from app.instagram.webhook_payload import MessagingItem, MessagingKind
+from app.instagram.webhook_payload import MessagingItem, MessagingKind, StoryAction
 
 _INSERT_MESSAGING = BulkInsert(
     "messaging_events",
@@ -114,6 +115,9 @@ def _messaging_miss(item: MessagingItem) -> MessagingMissReason | None:
             return MessagingMissReason.DELETED
         if item.is_unsupported:
             return MessagingMissReason.UNSUPPORTED
+        # A story mention carries no text: the mention itself is the trigger.
+        if item.story is not None and item.story.action is StoryAction.MENTION:
+            return None
         return None if item.text else MessagingMissReason.NO_TEXT
     if item.kind is MessagingKind.POSTBACK:
         return None

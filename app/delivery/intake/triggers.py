@@ -1,4 +1,5 @@
-"""Inbound messaging items that become deliveries: button taps and DM keyword triggers.
+"""Inbound messaging items that become deliveries: button taps, DM keyword triggers, story
+replies and story mentions.
 
 Part of ingest (same transaction, same batch). For each inbound item that is not a miss by
 its nature (echo, deleted, unsupported, self, no text), `classify` (called as
@@ -6,6 +7,11 @@ its nature (echo, deleted, unsupported, self, no text), `classify` (called as
 
 - a tap (`postback`) on a payload we issued (`app.delivery.content.postbacks`) naming a campaign of
   this account → a tap to claim; any other payload → `unknown_payload`, a ledger record only;
+- a reply to one of the account's stories that a story-reply campaign answers
+  (`app.campaigns.story_matching`) → a `story_reply` row; when none does, it is a DM like any
+  other (below);
+- a story that mentions the account, with a story-mention campaign → a `story_mention` row;
+  none → `no_match`;
 - a DM whose text fires a campaign's DM keyword trigger (`app.campaigns.dm_matching`) → a
   `message` row; no campaign → `no_match`.
 
@@ -16,8 +22,10 @@ its nature (echo, deleted, unsupported, self, no text), `classify` (called as
   which is "already handled" — and, for the keys it inserted, the `dm_logs` row of what will
   be sent (trigger `postback:<key>`, the payload, `source_log_id` = the opening DM or follow
   prompt whose button was tapped, the username it carried, deadline = tap + 24 h);
-- DMs: `dm_logs` rows with trigger `dm:<mid>` (`ON CONFLICT DO NOTHING`), deadline = message
-  time + 24 h: the same message redelivered adds nothing.
+- DMs, story replies and story mentions: `dm_logs` rows with trigger `dm:<mid>`,
+  `story:<mid>` or `mention:<mid>` (`ON CONFLICT DO NOTHING`), deadline = message time + 24 h
+  (each opens the person's 24-hour window): the same message redelivered adds nothing. No
+  private-reply budget is used: these are DMs to the person's IGSID.
 
 What each row then sends (the link or the follow prompt) is decided by the DM flow.
 """
@@ -31,12 +39,17 @@ from typing import Any
 
 from app.campaigns.dm_matching import choose_dm_campaign
 from app.campaigns.rules import AccountRules
+from app.campaigns.story_matching import (
+    StoryMatch,
+    choose_story_mention_campaign,
+    choose_story_reply_campaign,
+)
 from app.db.models import AccountStatus, LegState, MessagingMissReason, TriggerKind
 from app.db.raw import Db, fetch_tuples
 from app.delivery.content.follow_ups import MESSAGING_WINDOW
 from app.delivery.content.postbacks import parse_payload, postback_key
-from app.delivery.intake.bulk import INSERT_DM_LOGS, columns_of, unnest_arrays
-from app.instagram.webhook_payload import MessagingItem, MessagingKind
+from app.delivery.intake.bulk import INSERT_DM_LOGS, BulkInsert, columns_of, unnest_arrays
+from app.instagram.webhook_payload import MessagingItem, MessagingKind, StoryAction
 
 _MAX_TRIGGER_ID = 255
 
@@ -94,6 +107,12 @@ def classify(
     if item.kind is MessagingKind.POSTBACK:
         return _tap(item, account, campaigns, work)
     if item.kind is MessagingKind.MESSAGE:
+        if item.story is not None and item.story.action is StoryAction.MENTION:
+            return _story_mention(item, account, work)
+        if item.story is not None and item.story.action is StoryAction.REPLY:
+            answered = _story_reply(item, account, work)
+            if answered is not None:
+                return answered
         return _dm(item, account, work)
     return MessagingMissReason.NOT_A_TRIGGER, {}
 
@@ -156,11 +175,78 @@ def _dm(
     return None, {"campaign_id": campaign.id, "keyword": match.keyword}
 
 
+def _story_reply(
+    item: MessagingItem, account: AccountRules, work: MessagingWork
+) -> tuple[MessagingMissReason | None, dict[str, Any]] | None:
+    """A story-reply campaign's row, or None when no such campaign answers it."""
+    story_id = item.story.story_id if item.story else None
+    match = choose_story_reply_campaign(
+        account.story_rules, story_id=story_id, text=item.text or "", sent_at=item.occurred_at
+    )
+    if match is None:
+        return None
+    _add_message_row(item, account, work, TriggerKind.STORY_REPLY, match, media_id=story_id)
+    return None, {"campaign_id": match.campaign.id, "keyword": match.keyword}
+
+
+def _story_mention(
+    item: MessagingItem, account: AccountRules, work: MessagingWork
+) -> tuple[MessagingMissReason | None, dict[str, Any]]:
+    match = choose_story_mention_campaign(account.story_rules, sent_at=item.occurred_at)
+    if match is None:
+        return MessagingMissReason.NO_MATCH, {}
+    _add_message_row(item, account, work, TriggerKind.STORY_MENTION, match, media_id=None)
+    return None, {"campaign_id": match.campaign.id}
+
+
+def _add_message_row(
+    item: MessagingItem,
+    account: AccountRules,
+    work: MessagingWork,
+    kind: TriggerKind,
+    match: StoryMatch,
+    *,
+    media_id: str | None,
+) -> None:
+    campaign = match.campaign
+    work.dms.append(
+        {
+            "workspace_id": campaign.workspace_id,
+            "account_id": account.account_id,
+            "campaign_id": campaign.id,
+            "campaign_version": campaign.version,
+            "trigger_kind": kind.value,
+            "trigger_id": _trigger_id(_PREFIXES[kind], item),
+            "comment_row_id": None,
+            "media_id": media_id,
+            "recipient_id": item.user_id,
+            "recipient_username": None,
+            "trigger_text": item.text,
+            "matched_keyword": match.keyword,
+            "deadline_at": item.occurred_at + MESSAGING_WINDOW,
+            "pr_state": LegState.PENDING.value,
+            "pub_state": None,
+        }
+    )
+
+
+# The `trigger_id` prefix of each kind of row made from a message.
+_PREFIXES = {
+    TriggerKind.MESSAGE: "dm",
+    TriggerKind.STORY_REPLY: "story",
+    TriggerKind.STORY_MENTION: "mention",
+}
+
+
 def _dm_trigger_id(item: MessagingItem) -> str:
+    return _trigger_id("dm", item)
+
+
+def _trigger_id(prefix: str, item: MessagingItem) -> str:
     millis = int(item.occurred_at.timestamp() * 1000)
-    trigger = f"dm:{item.mid}" if item.mid else f"dm:{item.user_id}:{millis}"
+    trigger = f"{prefix}:{item.mid}" if item.mid else f"{prefix}:{item.user_id}:{millis}"
     if len(trigger) > _MAX_TRIGGER_ID:
-        trigger = "dm:#" + hashlib.sha256(trigger.encode()).hexdigest()
+        trigger = f"{prefix}:#" + hashlib.sha256(trigger.encode()).hexdigest()
     return trigger
 
 
@@ -219,6 +305,15 @@ RETURNING id
 """  # noqa: S608 - composed from constants; every value is a bound array parameter
 
 
+# The same insert as a comment's, giving back each new row's kind (DM, story reply, mention).
+_INSERT_MESSAGE_LOGS = BulkInsert(
+    INSERT_DM_LOGS.table,
+    INSERT_DM_LOGS.columns,
+    conflict=INSERT_DM_LOGS.conflict,
+    returning="id, trigger_kind",
+)
+
+
 async def write(db: Db, work: MessagingWork) -> list[tuple[int, TriggerKind]]:
     """Make the batch's taps and DM triggers durable; the new `dm_logs` rows and their kinds
     (each owed one delivery job once the transaction commits)."""
@@ -229,7 +324,8 @@ async def write(db: Db, work: MessagingWork) -> list[tuple[int, TriggerKind]]:
         created += [(row[0], TriggerKind.POSTBACK) for row in rows]
     if work.dms:
         dms = _unique(work.dms, "account_id", "trigger_id")
-        created += [(row[0], TriggerKind.MESSAGE) for row in await INSERT_DM_LOGS.execute(db, dms)]
+        rows = await _INSERT_MESSAGE_LOGS.execute(db, dms)
+        created += [(row[0], TriggerKind(row[1])) for row in rows]
     return created
 
 

@@ -109,7 +109,8 @@ SELECT d.id, d.workspace_id, d.account_id, d.campaign_id, d.trigger_kind, d.trig
        COALESCE(c.follow_up_enabled, false) AS follow_up_enabled,
        c.follow_up_text,
        COALESCE(c.follow_up_delay_minutes, 0) AS follow_up_delay_minutes,
-       CASE WHEN d.trigger_kind IN ('postback', 'message') AND d.pr_state = 'PENDING'
+       CASE WHEN d.trigger_kind IN ('postback', 'message', 'story_reply', 'story_mention')
+                 AND d.pr_state = 'PENDING'
                  AND c.once_per_person
             THEN {REVEALED_ELSEWHERE} ELSE false END AS revealed_elsewhere,
        d.pr_granted_at, a.pr_backlog_since IS NOT NULL AS account_backlog,

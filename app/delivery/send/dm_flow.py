@@ -1,20 +1,24 @@
-"""The DM flow: a tap, a DM keyword trigger or a follow-up through the delivery protocol.
+"""The DM flow: a tap, a DM keyword trigger, a story reply or mention, or a follow-up through
+the delivery protocol.
 
 One flow for every row that is sent as a DM to the person's IGSID (`postback`, `message`,
-`follow_up`), with the comment flow's guarantees (`steps`): checks → choose the message
-→ one claim statement (quota, attempt row, and for a reveal the once-per-person claim) → send
-→ classify → one record statement (which also schedules a reveal's follow-up). Only the
-worker whose claim returned IN_FLIGHT calls Meta; UNCONFIRMED is never sent again. The load
-and checks are `dispatch`'s (`steps.open_run`); `DmFlow` does the rest.
+`story_reply`, `story_mention`, `follow_up`), with the comment flow's guarantees (`steps`):
+checks → choose the message → one claim statement (quota, attempt row, and for a reveal the
+once-per-person claim) → send → classify → one record statement (which also schedules a
+reveal's follow-up). Only the worker whose claim returned IN_FLIGHT calls Meta; UNCONFIRMED is
+never sent again. The load and checks are `dispatch`'s (`steps.open_run`); `DmFlow` does the
+rest.
 
-Choosing the message (`follow_gate.decide`): a follow-up sends its frozen text; a tap or a DM
-sends the link, or — with the follow gate on — checks `is_user_follow_business` first and
-sends the link or the follow prompt, or, for a "not following yet" on the prompt's button,
-records the check and comes back after the next re-check delay (the row stays PENDING with
-`pr_next_attempt_at`, so the due-work relay picks it up if the scheduled job is lost).
+Choosing the message (`follow_gate.decide`): a follow-up sends its frozen text; a tap, a DM, a
+story reply or a story mention sends the link, or — with the follow gate on — checks
+`is_user_follow_business` first and sends the link or the follow prompt, or, for a "not
+following yet" on the prompt's button, records the check and comes back after the next re-check
+delay (the row stays PENDING with `pr_next_attempt_at`, so the due-work relay picks it up if
+the scheduled job is lost).
 
 Differences from a private reply, by Meta's rules: no hourly private-reply budget (that limit
-is for private replies); the deadline is the 24-hour window the tap or DM opened; 10/2534022
+is for private replies); the deadline is the 24-hour window the tap, DM, story reply or
+story mention opened; 10/2534022
 (outside the window) is SKIPPED_WINDOW_EXPIRED, final like on the comment path — a retry
 could only be refused again until the person writes or taps anew, which makes a new row.
 """
@@ -46,6 +50,12 @@ logger = logging.getLogger("oncereply.delivery")
 
 # Operational INFO events for refused taps, at most this many a minute (anyone can tap).
 REFUSAL_EVENTS_PER_MINUTE = 30
+
+
+# Rows made by something the person wrote: each is answered like a DM keyword trigger.
+_MESSAGE_TRIGGERS = frozenset(
+    {TriggerKind.MESSAGE, TriggerKind.STORY_REPLY, TriggerKind.STORY_MENTION}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +111,7 @@ async def _choose(run: Run) -> _Choice | None:
     kind = TriggerKind(delivery.trigger_kind)
     if kind is TriggerKind.FOLLOW_UP:
         return _Choice(compose.follow_up(delivery.message_text or ""))
-    if kind is TriggerKind.MESSAGE:
+    if kind in _MESSAGE_TRIGGERS:
         path = follow_gate.Path.DM_TRIGGER
     else:
         tap = parse_payload(delivery.trigger_payload)

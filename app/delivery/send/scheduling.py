@@ -38,6 +38,9 @@ JOB_FOR_KIND = {
     TriggerKind.MESSAGE: JobName.PROCESS_MESSAGE,
     TriggerKind.POSTBACK: JobName.PROCESS_POSTBACK,
     TriggerKind.FOLLOW_UP: JobName.SEND_FOLLOW_UP,
+    # Story replies and mentions are DMs to the person's IGSID, like a DM trigger's.
+    TriggerKind.STORY_REPLY: JobName.PROCESS_MESSAGE,
+    TriggerKind.STORY_MENTION: JobName.PROCESS_MESSAGE,
 }
 # Meta needs a moment before a just-sent message shows in the conversation.
 VERIFY_DELAY_S = 10.0

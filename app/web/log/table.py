@@ -30,7 +30,7 @@ from app.delivery_log.queries import (
     parse_versions,
     workspace_names,
 )
-from app.delivery_log.words import state_words
+from app.delivery_log.words import TRIGGER_WORDS, state_words
 from app.web.log.paging import NO_STORE, cursors, page_or_results, pager, url
 from app.web.log.rows import row_context
 
@@ -57,6 +57,7 @@ async def log_table(
         "poll_url": url("/log/updates", poll_items),
         "export_url": url("/log/export.csv", items),
         "state_options": _state_options(),
+        "trigger_options": [(kind.value, words) for kind, words in TRIGGER_WORDS.items()],
         "notice": (
             f"{retried} deliveries queued for retry." + _refused_note(params.get("refused"))
             if retried and retried.isdigit()

@@ -1,0 +1,102 @@
+"""Which campaign answers a story reply or a story mention, pure.
+
+A campaign's trigger (`CampaignTrigger`) says what it answers. A story-reply campaign answers
+replies to the account's stories — every story, or one chosen story while it is live — with
+the same keyword rules as comments (`app.campaigns.matching.match_keywords`: modes, excluded
+keywords first; "any comment" is "any reply"). A story-mention campaign answers every story
+that mentions the account; it has no keywords (a mention carries no text).
+
+Only active campaigns take part, and a reply or mention sent before a campaign went live is
+not its. Winner: a campaign on this very story beats an every-story one; then the higher
+priority, the older campaign, the smaller id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from app.campaigns.matching import CampaignRule, match_keywords
+from app.db.models import CampaignStatus, CampaignTrigger
+
+# The `campaigns` columns a story rule needs beyond a `CampaignRule`'s.
+STORY_COLUMNS = ("trigger", "story_id", "story_expires_at")
+
+
+@dataclass(frozen=True, slots=True)
+class StoryRule:
+    """A story-reply or story-mention campaign, for matching."""
+
+    rule: CampaignRule
+    trigger: CampaignTrigger
+    story_id: str | None = None  # story replies: the one story answered (None: every story)
+    story_expires_at: datetime | None = None  # when that story stops being live
+
+    @classmethod
+    def from_mapping(cls, row: Mapping[Any, Any]) -> StoryRule:
+        """From anything holding `RULE_COLUMNS` and `STORY_COLUMNS`."""
+        return cls(
+            rule=CampaignRule.from_mapping(row),
+            trigger=CampaignTrigger(row["trigger"]),
+            story_id=row["story_id"],
+            story_expires_at=row["story_expires_at"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StoryMatch:
+    campaign: CampaignRule
+    keyword: str | None
+    specific: bool = False  # the campaign is on this very story
+
+
+def _live(rule: StoryRule, sent_at: datetime) -> bool:
+    campaign = rule.rule
+    return campaign.status is CampaignStatus.ACTIVE and (
+        campaign.activated_at is None
+        # Instagram stamps messages in milliseconds; compare whole seconds, as for comments.
+        or sent_at >= campaign.activated_at.replace(microsecond=0)
+    )
+
+
+def choose_story_reply_campaign(
+    rules: Iterable[StoryRule], *, story_id: str | None, text: str, sent_at: datetime
+) -> StoryMatch | None:
+    """The campaign that answers a reply saying `text` to the story `story_id`, or None."""
+    best: tuple[tuple[int, int, datetime, int], StoryMatch] | None = None
+    for rule in rules:
+        if rule.trigger is not CampaignTrigger.STORY_REPLIES or not _live(rule, sent_at):
+            continue
+        if rule.story_id is not None and (
+            rule.story_id != story_id
+            or (rule.story_expires_at is not None and sent_at >= rule.story_expires_at)
+        ):
+            continue
+        campaign = rule.rule
+        result = match_keywords(
+            text, campaign.keywords, campaign.excluded_keywords, campaign.match_mode
+        )
+        if not result.matched:
+            continue
+        specific = rule.story_id is not None
+        rank = (0 if specific else 1, -campaign.priority, campaign.created_at, campaign.id)
+        if best is None or rank < best[0]:
+            best = (rank, StoryMatch(campaign, result.keyword, specific))
+    return best[1] if best is not None else None
+
+
+def choose_story_mention_campaign(
+    rules: Iterable[StoryRule], *, sent_at: datetime
+) -> StoryMatch | None:
+    """The campaign that thanks a person for mentioning the account in their story, or None."""
+    best: tuple[tuple[int, datetime, int], StoryMatch] | None = None
+    for rule in rules:
+        if rule.trigger is not CampaignTrigger.STORY_MENTIONS or not _live(rule, sent_at):
+            continue
+        campaign = rule.rule
+        rank = (-campaign.priority, campaign.created_at, campaign.id)
+        if best is None or rank < best[0]:
+            best = (rank, StoryMatch(campaign, None))
+    return best[1] if best is not None else None

@@ -1,0 +1,106 @@
+"""Which campaign answers a story reply or a story mention: the trigger, the chosen story and
+its life, keywords and exclusions, activation, and the winner among several."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from app.campaigns.matching import CampaignRule
+from app.campaigns.story_matching import (
+    StoryRule,
+    choose_story_mention_campaign,
+    choose_story_reply_campaign,
+)
+from app.db.models import CampaignScope, CampaignStatus, CampaignTrigger, MatchMode
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+STORY = "17900000000000001"
+OTHER = "17900000000000002"
+
+
+def story_rule(
+    id_: int,
+    *,
+    trigger: CampaignTrigger = CampaignTrigger.STORY_REPLIES,
+    story_id: str | None = None,
+    expires_at: datetime | None = None,
+    keywords: tuple[str, ...] = ("loaf",),
+    excluded: tuple[str, ...] = (),
+    mode: MatchMode = MatchMode.WHOLE_WORD,
+    priority: int = 0,
+    age_days: int = 0,
+    status: CampaignStatus = CampaignStatus.ACTIVE,
+    activated_at: datetime | None = None,
+) -> StoryRule:
+    rule = CampaignRule(
+        id=id_,
+        name=f"s{id_}",
+        status=status,
+        scope=CampaignScope.ANY_POST,
+        media_id=None,
+        keywords=keywords,
+        excluded_keywords=excluded,
+        match_mode=mode,
+        priority=priority,
+        created_at=T0 - timedelta(days=age_days),
+        activated_at=activated_at,
+    )
+    return StoryRule(rule, trigger, story_id, expires_at)
+
+
+def reply(
+    rules: list[StoryRule], text: str, story: str | None = STORY, at: datetime = T0
+) -> int | None:
+    match = choose_story_reply_campaign(rules, story_id=story, text=text, sent_at=at)
+    return match.campaign.id if match else None
+
+
+def test_a_reply_matches_the_keyword_modes_and_exclusions() -> None:
+    assert reply([story_rule(1)], "LOAF please!") == 1
+    assert reply([story_rule(1)], "loafs") is None
+    assert reply([story_rule(1, mode=MatchMode.CONTAINS)], "loafs") == 1
+    assert reply([story_rule(1, mode=MatchMode.EXACT)], "loaf please") is None
+    assert reply([story_rule(1, excluded=("refund",))], "loaf refund") is None
+    # "Any comment" is "any reply": an emoji-only reply too.
+    assert reply([story_rule(1, keywords=(), mode=MatchMode.ANY_COMMENT)], "😍") == 1
+
+
+def test_a_campaign_on_one_story_answers_only_that_story_while_it_is_live() -> None:
+    one = story_rule(1, story_id=STORY, expires_at=T0 + timedelta(hours=1))
+    assert reply([one], "loaf") == 1
+    assert reply([one], "loaf", story=OTHER) is None
+    assert reply([one], "loaf", story=None) is None
+    assert reply([one], "loaf", at=T0 + timedelta(hours=1)) is None
+
+
+def test_the_winner_is_the_campaign_on_this_story_then_priority_then_age() -> None:
+    every = story_rule(1, priority=90)
+    this = story_rule(2, story_id=STORY)
+    assert reply([every, this], "loaf") == 2
+    assert reply([every, this], "loaf", story=OTHER) == 1
+    older, newer = story_rule(3, age_days=2), story_rule(4)
+    assert reply([newer, older], "loaf") == 3
+    assert reply([older, story_rule(5, priority=1)], "loaf") == 5
+
+
+def test_only_active_story_reply_campaigns_live_before_the_reply_answer_it() -> None:
+    assert reply([story_rule(1, status=CampaignStatus.PAUSED)], "loaf") is None
+    assert reply([story_rule(1, activated_at=T0 + timedelta(seconds=1))], "loaf") is None
+    # Activated within the reply's second: Instagram's stamps are coarser than ours.
+    assert reply([story_rule(1, activated_at=T0 + timedelta(microseconds=5))], "loaf") == 1
+    assert reply([story_rule(1, trigger=CampaignTrigger.STORY_MENTIONS)], "loaf") is None
+    assert reply([story_rule(1, trigger=CampaignTrigger.COMMENTS)], "loaf") is None
+
+
+def test_a_mention_is_answered_by_the_highest_ranked_mention_campaign() -> None:
+    mention = CampaignTrigger.STORY_MENTIONS
+
+    def chosen(rules: list[StoryRule]) -> int | None:
+        match = choose_story_mention_campaign(rules, sent_at=T0)
+        return match.campaign.id if match else None
+
+    assert chosen([story_rule(1)]) is None  # a story-reply campaign
+    assert chosen([story_rule(1, trigger=mention), story_rule(2, trigger=mention, priority=5)]) == 2
+    assert chosen([story_rule(1, trigger=mention, status=CampaignStatus.DRAFT)]) is None
+    late = story_rule(1, trigger=mention, activated_at=T0 + timedelta(minutes=1))
+    assert chosen([late]) is None
