@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from litestar import Response, get, post
@@ -44,6 +45,7 @@ from app.campaigns.validation import (
 from app.db.bounds import BIGINT_MAX, parse_int
 from app.db.models import AccountStatus, Campaign, CampaignStatus
 from app.delivery_log.clicks import campaign_clicks
+from app.delivery_log.funnel import campaign_funnel
 from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
 from app.web.campaigns.common import NO_STORE, campaign_not_found
@@ -52,6 +54,7 @@ from app.web.campaigns.report_card import NewReportLink, report_links_context
 from app.web.guards import editors_only
 from app.web.htmx import wants_partial
 from app.web.idempotency import idempotent, redirect_to
+from app.workspaces.time_zone import zone_or_utc
 
 _NOTICES = {
     "saved": "Saved.",
@@ -254,16 +257,17 @@ async def _editor_page(
     """The editor page, or only its form when htmx asked (errors swap in place)."""
     accounts = await list_accounts(session, viewer.workspace_id)
     whole_page = campaign is not None and not wants_partial(request)
-    clicks = (
-        await campaign_clicks(
+    clicks = funnel = None
+    if campaign is not None and whole_page:
+        clicks = await campaign_clicks(
             session,
             workspace_id=viewer.workspace_id,
             campaign_id=campaign.id,
             buttons=campaign.buttons,
         )
-        if campaign is not None and whole_page
-        else None
-    )
+        funnel = await campaign_funnel(
+            session, campaign, zone=zone_or_utc(viewer.time_zone), now=datetime.now(UTC)
+        )
     report = report or Report()
     sharing = (
         await report_links_context(
@@ -276,6 +280,7 @@ async def _editor_page(
         **sharing,
         "campaign": campaign,
         "clicks": clicks,
+        "funnel": funnel,
         "form": form,
         "errors": errors or {},
         "accounts": [a for a in accounts if a.status is not AccountStatus.DISCONNECTED] or accounts,

@@ -1,0 +1,327 @@
+"""A campaign's funnel: from the comments it saw to the people who tapped its link.
+
+The steps, each counted from the rows that prove it:
+
+- seen: comments the campaign looked at while live, on a post it watches (its verdict in the
+  ledger's decision is won, lost, excluded or no keyword), plus DMs that fired its keyword
+  trigger;
+- matched: its deliveries for a comment or a DM trigger (`dm_logs`, trigger comment or message);
+- sent: those deliveries whose first DM is SENT;
+- tapped: people who tapped the opening DM's button (tap rows whose payload ends `:open`);
+  shown when the campaign has an opening DM (or had one: taps exist);
+- passed: people who got the link (`reveal` SENT, whatever brought them): with the follow
+  gate on only a follower gets it; shown when the gate is on;
+- clicked: people who tapped a link (`link_clicks`, a person's visits, once per person).
+
+Seen, matched and sent count comments and deliveries; the later steps count people, once each
+(a person who commented twice is one person). The rate of a step is of the step before it.
+
+Per day (the workspace's time zone, the last `DAYS` days): each step on the day it happened:
+comments, deliveries and links by the day their row was made (a tap's row is made when the tap
+comes in), clicks by the day of the click; a person counts once a day.
+
+Per button: the people who tapped it, per 100 people the link went to.
+
+Next to it, the misses: comments the campaign saw and did not answer, by its verdict
+(`app.delivery_log.misses.VERDICTS`), and deliveries matched but not sent, by their state
+(`app.delivery_log.words.STATE_WORDS`).
+
+Every statement reads one campaign's slice through an index: `ix_dm_logs_campaign_created`,
+`ix_link_clicks_campaign_at`, and the ledger's `ix_comments_account_created` per account of
+the workspace, from the campaign's creation on (a campaign sees no comment older than itself).
+Totals and days come from one grouped statement per table (`GROUPING SETS`): rows older than the
+day window group under no day and still count in the total.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta, tzinfo
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import Campaign
+from app.delivery_log.clicks import ButtonClicks, campaign_clicks
+from app.delivery_log.misses import VERDICTS
+from app.delivery_log.words import STATE_WORDS
+
+DAYS = 30
+# The campaign's verdicts on a comment on a post it watched, while live.
+SEEN_VERDICTS = ("won", "lost", "excluded", "no_keyword")
+
+STEP_WORDS: dict[str, str] = {
+    "seen": "Comments seen",
+    "matched": "Matched a keyword",
+    "sent": "DM sent",
+    "tapped": "Tapped the opening DM",
+    "passed": "Passed the follow gate",
+    "clicked": "Tapped a link",
+}
+# Of whom a step counts, under its number.
+STEP_UNITS: dict[str, str] = {
+    "seen": "comments",
+    "matched": "comments",
+    "sent": "DMs",
+    "tapped": "people",
+    "passed": "people",
+    "clicked": "people",
+}
+
+# The ledger's comments this campaign considered in scope, by day and verdict. `decision`
+# holds one entry per campaign of the account; `@>` picks the comments naming this one.
+_SEEN = text(
+    """
+SELECT day, verdict, grouping(day) AS all_days, count(*) AS n
+FROM (
+    SELECT CASE WHEN c.created_at >= :window_start
+                THEN date_trunc('day', c.created_at AT TIME ZONE :tz)::date END AS day,
+           jsonb_path_query_first(
+               c.decision, '$.considered[*] ? (@.campaign_id == $id).verdict',
+               jsonb_build_object('id', CAST(:campaign_id AS bigint))) #>> '{}' AS verdict
+    FROM comments c
+    WHERE c.account_id IN (SELECT id FROM instagram_accounts WHERE workspace_id = :workspace_id)
+      AND c.created_at >= :since
+      AND c.decision -> 'considered' @> CAST(:needle AS jsonb)
+) seen
+WHERE verdict IN ('won', 'lost', 'excluded', 'no_keyword')
+GROUP BY GROUPING SETS ((day, verdict), (verdict))
+"""
+)
+# The campaign's deliveries: matches, first DMs sent, taps on the opening DM, links out.
+_DELIVERIES = text(
+    """
+SELECT day, grouping(day) AS all_days,
+       count(*) FILTER (WHERE trigger_kind = 'message') AS dm_triggers,
+       count(*) FILTER (WHERE trigger_kind IN ('comment', 'message')) AS matched,
+       count(*) FILTER (WHERE trigger_kind IN ('comment', 'message') AND pr_state = 'SENT')
+           AS sent,
+       count(DISTINCT recipient_id)
+           FILTER (WHERE trigger_kind = 'postback' AND trigger_payload LIKE '%\\:open') AS tapped,
+       count(DISTINCT recipient_id)
+           FILTER (WHERE message_kind = 'reveal' AND pr_state = 'SENT') AS passed
+FROM (
+    SELECT CASE WHEN created_at >= :window_start
+                THEN date_trunc('day', created_at AT TIME ZONE :tz)::date END AS day,
+           trigger_kind, pr_state, message_kind, trigger_payload, recipient_id
+    FROM dm_logs
+    WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id
+) rows
+GROUP BY GROUPING SETS ((day), ())
+"""
+)
+_NOT_SENT = text(
+    """
+SELECT pr_state, count(*) AS n
+FROM dm_logs
+WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id
+  AND trigger_kind IN ('comment', 'message') AND pr_state <> 'SENT'
+GROUP BY pr_state
+"""
+)
+_CLICKED = text(
+    """
+SELECT day, grouping(day) AS all_days, count(DISTINCT recipient_id) AS people
+FROM (
+    SELECT CASE WHEN clicked_at >= :window_start
+                THEN date_trunc('day', clicked_at AT TIME ZONE :tz)::date END AS day,
+           recipient_id
+    FROM link_clicks
+    WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id AND visit = 'click'
+) clicks
+GROUP BY GROUPING SETS ((day), ())
+"""
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    key: str
+    count: int
+    # Of the step before, in percent (None for the first step, or after a zero).
+    rate_percent: float | None
+
+    @property
+    def words(self) -> str:
+        return STEP_WORDS[self.key]
+
+    @property
+    def unit(self) -> str:
+        return STEP_UNITS[self.key]
+
+
+@dataclass(frozen=True, slots=True)
+class FunnelDay:
+    day: date
+    counts: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class MissCount:
+    words: str
+    count: int
+    code: str  # the verdict or the state, for the page's data attributes
+
+
+@dataclass(frozen=True, slots=True)
+class ButtonStep:
+    title: str
+    people: int
+    taps: int
+    # People who tapped this button, per 100 people the link went to.
+    rate_percent: float | None
+
+
+@dataclass(slots=True)
+class Funnel:
+    steps: list[Step]
+    # The IANA name of the zone its days are in.
+    zone: str
+    # Newest first; only days on which something happened.
+    days: list[FunnelDay] = field(default_factory=list)
+    buttons: list[ButtonStep] = field(default_factory=list)
+    # Comments seen and not answered, by the campaign's verdict.
+    unanswered: list[MissCount] = field(default_factory=list)
+    # Deliveries matched and not sent, by their state.
+    not_sent: list[MissCount] = field(default_factory=list)
+    with_dm_triggers: bool = False
+
+    @property
+    def keys(self) -> list[str]:
+        return [step.key for step in self.steps]
+
+    def count(self, key: str) -> int:
+        return next((step.count for step in self.steps if step.key == key), 0)
+
+
+def rate(part: int, whole: int) -> float | None:
+    return round(100 * part / whole, 1) if whole else None
+
+
+def zone_key(zone: tzinfo) -> str:
+    """The IANA name PostgreSQL buckets by (`datetime.UTC` has none: "UTC")."""
+    return str(getattr(zone, "key", "UTC"))
+
+
+def window_start(zone: tzinfo, now: datetime, days: int = DAYS) -> datetime:
+    """Midnight `days - 1` days before today, in the zone: the per-day table's first day."""
+    first = now.astimezone(zone).date() - timedelta(days=days - 1)
+    return datetime.combine(first, time.min, zone)
+
+
+async def campaign_funnel(
+    session: AsyncSession,
+    campaign: Campaign,
+    *,
+    zone: tzinfo,
+    now: datetime,
+    days: int = DAYS,
+) -> Funnel:
+    """The funnel of `campaign` (see the module docstring), its days in `zone` (the
+    workspace's, a zone PostgreSQL knows by the same name, or UTC)."""
+    params: dict[str, Any] = {
+        "workspace_id": campaign.workspace_id,
+        "campaign_id": campaign.id,
+        "tz": zone_key(zone),
+        "window_start": window_start(zone, now, days),
+    }
+    per_day: dict[date, dict[str, int]] = {}
+
+    def note(day: date | None, key: str, value: int) -> None:
+        if day is not None and value:
+            counts = per_day.setdefault(day, {})
+            counts[key] = counts.get(key, 0) + value
+
+    seen_rows = (
+        await session.execute(
+            _SEEN,
+            params
+            | {"since": campaign.created_at, "needle": f'[{{"campaign_id": {int(campaign.id)}}}]'},
+        )
+    ).all()
+    verdicts: dict[str, int] = {}
+    for row in seen_rows:
+        if row.all_days:
+            verdicts[row.verdict] = int(row.n)
+        else:
+            note(row.day, "seen", int(row.n))
+
+    totals: dict[str, int] = {}
+    for row in (await session.execute(_DELIVERIES, params)).all():
+        values = {
+            "matched": int(row.matched),
+            "sent": int(row.sent),
+            "tapped": int(row.tapped),
+            "passed": int(row.passed),
+            "dm_triggers": int(row.dm_triggers),
+        }
+        if row.all_days:
+            totals = values
+            continue
+        note(row.day, "seen", values["dm_triggers"])
+        for key in ("matched", "sent", "tapped", "passed"):
+            note(row.day, key, values[key])
+    clicked = 0
+    for row in (await session.execute(_CLICKED, params)).all():
+        if row.all_days:
+            clicked = int(row.people)
+        else:
+            note(row.day, "clicked", int(row.people))
+
+    counts = {
+        "seen": sum(verdicts.values()) + totals.get("dm_triggers", 0),
+        "matched": totals.get("matched", 0),
+        "sent": totals.get("sent", 0),
+        "tapped": totals.get("tapped", 0),
+        "passed": totals.get("passed", 0),
+        "clicked": clicked,
+    }
+    keys = ["seen", "matched", "sent"]
+    if campaign.opening_dm_enabled or counts["tapped"]:
+        keys.append("tapped")
+    if campaign.follow_gate_enabled:
+        keys.append("passed")
+    keys.append("clicked")
+    steps = [
+        Step(key, counts[key], rate(counts[key], counts[keys[i - 1]]) if i else None)
+        for i, key in enumerate(keys)
+    ]
+
+    not_sent = (await session.execute(_NOT_SENT, params)).all()
+    clicks = await campaign_clicks(
+        session,
+        workspace_id=campaign.workspace_id,
+        campaign_id=campaign.id,
+        buttons=campaign.buttons,
+    )
+    return Funnel(
+        steps=steps,
+        zone=params["tz"],
+        days=[
+            FunnelDay(day, {key: per_day[day].get(key, 0) for key in keys})
+            for day in sorted(per_day, reverse=True)
+        ],
+        # `passed` counts everyone the link went to, gate or not.
+        buttons=_buttons(clicks.buttons, counts["passed"]),
+        unanswered=[
+            MissCount(VERDICTS[verdict], verdicts[verdict], verdict)
+            for verdict in SEEN_VERDICTS[1:]
+            if verdicts.get(verdict)
+        ],
+        not_sent=sorted(
+            (
+                MissCount(
+                    STATE_WORDS.get(row.pr_state, str(row.pr_state)), int(row.n), row.pr_state
+                )
+                for row in not_sent
+            ),
+            key=lambda miss: -miss.count,
+        ),
+        with_dm_triggers=bool(campaign.dm_trigger_enabled or totals.get("dm_triggers")),
+    )
+
+
+def _buttons(buttons: Sequence[ButtonClicks], link_people: int) -> list[ButtonStep]:
+    return [ButtonStep(b.title, b.people, b.taps, rate(b.people, link_people)) for b in buttons]
