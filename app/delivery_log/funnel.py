@@ -3,9 +3,9 @@
 The steps, each counted from the rows that prove it:
 
 - seen: comments the campaign looked at while live, on a post it watches (its verdict in the
-  ledger's decision is won, lost, excluded or no keyword), plus DMs that fired its keyword
-  trigger;
-- matched: its deliveries for a comment or a DM trigger (`dm_logs`, trigger comment or message);
+  ledger's decision is won, lost, excluded or no keyword), plus the DMs, story replies and
+  story mentions that fired it;
+- matched: its deliveries for any of those (`dm_logs` rows but taps' answers and follow-ups);
 - sent: those deliveries whose first DM is SENT;
 - tapped: people who tapped the opening DM's button (tap rows whose payload ends `:open`);
   shown when the campaign has an opening DM (or had one: taps exist);
@@ -94,10 +94,11 @@ GROUP BY GROUPING SETS ((day, verdict), (verdict))
 _DELIVERIES = text(
     """
 SELECT day, grouping(day) AS all_days,
-       count(*) FILTER (WHERE trigger_kind = 'message') AS dm_triggers,
-       count(*) FILTER (WHERE trigger_kind IN ('comment', 'message')) AS matched,
-       count(*) FILTER (WHERE trigger_kind IN ('comment', 'message') AND pr_state = 'SENT')
-           AS sent,
+       count(*) FILTER (WHERE trigger_kind NOT IN ('comment', 'postback', 'follow_up'))
+           AS dm_triggers,
+       count(*) FILTER (WHERE trigger_kind NOT IN ('postback', 'follow_up')) AS matched,
+       count(*) FILTER (WHERE trigger_kind NOT IN ('postback', 'follow_up')
+                        AND pr_state = 'SENT') AS sent,
        count(DISTINCT recipient_id)
            FILTER (WHERE trigger_kind = 'postback' AND trigger_payload LIKE '%\\:open') AS tapped,
        count(DISTINCT recipient_id)
@@ -117,7 +118,7 @@ _NOT_SENT = text(
 SELECT pr_state, count(*) AS n
 FROM dm_logs
 WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id
-  AND trigger_kind IN ('comment', 'message') AND pr_state <> 'SENT'
+  AND trigger_kind NOT IN ('postback', 'follow_up') AND pr_state <> 'SENT'
 GROUP BY pr_state
 """
 )
