@@ -16,24 +16,49 @@ Normalization (`normalize`): compatibility-decompose (NFKD, so full-width `Ｇ�
 `GUIDE`), drop accents (combining marks — except the Japanese voicing marks, which change
 the kana), case-fold, drop format characters (zero-width joiners, soft hyphens), and turn
 every character that is not a letter, digit or spacing mark into a space: punctuation and
-emoji separate words and are otherwise ignored. Letters and digits of every script are word
-characters. A keyword that normalizes to nothing (emoji only) can never match;
+emoji (keycaps like 1️⃣ included) separate words and are otherwise ignored. Letters and digits
+of every script are word characters.
+
+Three kinds of keyword:
+
+- a text keyword (it has a letter or a digit): compared with the normalized comment, so
+  emoji in the comment and in the keyword are ignored;
+- an emoji keyword (one or more emoji and nothing else but spaces or punctuation, like `🔥` or
+  `🙏🏽`): compared with the comment's emoji, each in the comparable form of
+  `app.campaigns.emoji` (skin tones, gender signs and variation selectors ignored, ZWJ
+  sequences whole); the comment's words are ignored;
+- a numeric code (a text keyword made only of digits, like `2024`): as a text keyword, and
+  when no keyword of the campaign matches as typed, a comment word with look-alike letters
+  (`2O24`) is read as its number (`app.campaigns.numeric_codes`); the match then records the
+  word as typed (`read_as_digits`).
+
+A keyword with nothing to compare (punctuation only, a lone skin tone) can never match;
 `keyword_is_matchable` lets an editor refuse it.
 
-Modes (`MatchMode`), on normalized text and keywords; several keywords are OR'ed and the
-first one (in the campaign's order) that matches is recorded:
+Modes (`MatchMode`); several keywords are OR'ed and the first one (in the campaign's order)
+that matches is recorded, a keyword matching as typed before a numeric code read from look-alike
+letters:
 
 - `whole_word`: the keyword (one word or a phrase) appears with no letter or digit directly on
   either side. `Клод` matches "Клод, привет" but not "Клодом". Scripts written without spaces
   (Chinese, Japanese, Thai) have letters on both sides of almost every word, so a keyword
   there only matches when it stands alone between spaces or punctuation: use `contains` for
-  those languages — `猫` whole-word does not match "我爱猫咪", `contains` does.
+  those languages — `猫` whole-word does not match "我爱猫咪", `contains` does. An emoji
+  keyword matches wherever its emoji stand next to each other (spaces and punctuation
+  between them aside), also touching a word: `🔥` matches "guide🔥" and "🔥🔥🔥"; `🔥🔥`
+  does not match "🔥 guide 🔥". A read numeric code is the whole word (`2O24`, not `2O245`).
 - `contains`: the keyword appears anywhere, also inside a longer word (`Клод` ⊂ "Клодом").
-- `exact`: the whole comment is the keyword (ignoring case, accents, punctuation and emoji).
+  An emoji keyword as in `whole_word`: an emoji is never found inside another one (`👨` is not
+  in the family `👨‍👩‍👧`, `❤️` not in `❤️‍🔥`). A numeric code is also found inside a word read
+  as a number (`24` in `2O245`), never inside a word with other letters.
+- `exact`: the whole comment is the keyword (ignoring case, accents, punctuation and emoji);
+  for an emoji keyword, the comment is exactly those emoji (`🔥` matches "🔥!" and "🔥🏽",
+  not "🔥🔥" or "🔥 yes").
 - `any_comment`: every comment with some text, even emoji only.
 
 Excluded keywords are checked first: a comment mentioning one never matches, whatever its
-keywords say. They match like `contains` in `contains` mode and as whole words otherwise.
+keywords say. They match like `contains` in `contains` mode and as whole words otherwise,
+and only as typed (a look-alike letter is never read as a digit for them).
 
 Winner among matching campaigns: a campaign on this specific post (one-post scope, or a
 next-post campaign once bound; ad copies count through `original_media_id`) beats an any-post
@@ -51,6 +76,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from app.campaigns.emoji import emoji_key, emoji_keyword_key
+from app.campaigns.numeric_codes import ReadWord, is_numeric_code, read_as_numbers
 from app.db.models import Campaign, CampaignScope, CampaignStatus, MatchMode, MissReason
 
 # Voiced/semi-voiced sound marks: が is か + U+3099; dropping them would change the word.
@@ -58,6 +85,10 @@ _KEPT_MARKS = frozenset("\u3099\u309a")
 # Arabic tatweel only stretches a word for looks.
 _DROPPED_LETTERS = frozenset("\u0640")
 _ASCII_NON_WORD = re.compile(r"[^a-z0-9]+")
+_ASCII_NON_WORD_CASED = re.compile(r"[^A-Za-z0-9]+")
+_DIGIT_BY_LOOK_ALIKE = re.compile(r"[0-9][oil]|[oil][0-9]")
+# A keycap (1️⃣) is an emoji like any other, not the digit it shows.
+_KEYCAP = re.compile("[0-9#*]\ufe0f?\u20e3")
 # The `campaigns` columns a rule is built from.
 RULE_COLUMNS = (
     "id",
@@ -82,8 +113,21 @@ RULE_COLUMNS = (
 
 def normalize(text: str) -> str:
     """The comparable form of `text`: see the module docstring."""
+    return _normalize(text, fold=True)
+
+
+def words_as_typed(text: str) -> list[str]:
+    """The words of `normalize(text)`, with their case kept."""
+    return _normalize(text, fold=False).split()
+
+
+def _normalize(text: str, *, fold: bool) -> str:
     if text.isascii():
-        return " ".join(_ASCII_NON_WORD.sub(" ", text.lower()).split())
+        if fold:
+            return " ".join(_ASCII_NON_WORD.sub(" ", text.lower()).split())
+        return " ".join(_ASCII_NON_WORD_CASED.sub(" ", text).split())
+    if "\u20e3" in text:
+        text = _KEYCAP.sub(" ", text)
     kept: list[str] = []
     for char in unicodedata.normalize("NFKD", text):
         category = unicodedata.category(char)
@@ -92,13 +136,66 @@ def normalize(text: str) -> str:
         if category == "Cf" or char in _DROPPED_LETTERS:
             continue
         kept.append(char if category[0] in "LNM" else " ")
-    folded = unicodedata.normalize("NFC", "".join(kept)).casefold()
-    return " ".join(folded.split())
+    composed = unicodedata.normalize("NFC", "".join(kept))
+    return " ".join((composed.casefold() if fold else composed).split())
+
+
+@dataclass(frozen=True, slots=True)
+class Keyword:
+    """A keyword ready to compare: see the module docstring for its three kinds."""
+
+    raw: str  # as the creator wrote it
+    text: str = ""  # normalized; "" for an emoji keyword
+    emoji: str = ""  # `emoji_keyword_key`; "" for a text keyword
+    code: bool = False  # only digits: a word with look-alike letters may read as it
+
+    @classmethod
+    def of(cls, raw: str) -> Keyword | None:
+        """None for a keyword that can never match."""
+        emoji = emoji_keyword_key(raw)
+        if emoji is not None:
+            return cls(raw, emoji=emoji)
+        text = normalize(raw)
+        return cls(raw, text=text, code=is_numeric_code(text)) if text else None
+
+
+def prepare_keywords(keywords: Iterable[str]) -> tuple[Keyword, ...]:
+    """The keywords that can match, ready to compare, in their order."""
+    return tuple(k for k in map(Keyword.of, keywords) if k is not None)
 
 
 def keyword_is_matchable(keyword: str) -> bool:
-    """False for a keyword that normalizes to nothing (only emoji or punctuation)."""
-    return bool(normalize(keyword))
+    """False for a keyword with no letter, digit or emoji (punctuation, a lone skin tone)."""
+    return Keyword.of(keyword) is not None
+
+
+class MessageText:
+    """A comment's or DM's text with its comparable forms, each worked out once, when asked."""
+
+    __slots__ = ("_emoji", "_numbers", "padded", "raw", "text")
+
+    def __init__(self, raw: str) -> None:
+        self.raw = raw
+        self.text = normalize(raw)
+        self.padded = f" {self.text} "
+        self._emoji: str | None = None
+        self._numbers: list[ReadWord] | None = None
+
+    @property
+    def emoji(self) -> str:
+        if self._emoji is None:
+            self._emoji = emoji_key(self.raw)
+        return self._emoji
+
+    @property
+    def numbers(self) -> list[ReadWord]:
+        """Its words that read as a number thanks to look-alike letters."""
+        if self._numbers is None:
+            # Such a word has a digit next to a look-alike: most texts have none, and skip
+            # the second normalization.
+            maybe = _DIGIT_BY_LOOK_ALIKE.search(self.text) is not None
+            self._numbers = read_as_numbers(words_as_typed(self.raw)) if maybe else []
+        return self._numbers
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,52 +203,69 @@ class KeywordMatch:
     matched: bool
     keyword: str | None = None  # the matching keyword as the creator wrote it
     excluded_by: str | None = None  # the excluded keyword found in the comment
+    # The comment's word that matched a numeric code once its look-alike letters were read
+    # as digits ("2O24" for 2024); None when the keyword matched as typed.
+    read_as_digits: str | None = None
 
 
 def match_keywords(
     text: str, keywords: Iterable[str], excluded: Iterable[str], mode: MatchMode
 ) -> KeywordMatch:
     """Does `text` trigger a campaign with these keywords in this mode?"""
-    return _match(
-        text, normalize(text), _normalized_pairs(keywords), _normalized_pairs(excluded), mode
+    return match_prepared(
+        MessageText(text), prepare_keywords(keywords), prepare_keywords(excluded), mode
     )
 
 
 def inside_a_word(text: str, keywords: Iterable[str]) -> str | None:
     """A keyword that a whole-word campaign missed only because it appears inside a longer
     word of `text` ("recipe" in "recipes?"), for telling the creator why."""
-    found = _match(text, normalize(text), _normalized_pairs(keywords), (), MatchMode.CONTAINS)
+    found = match_prepared(MessageText(text), prepare_keywords(keywords), (), MatchMode.CONTAINS)
     return found.keyword
 
 
-def _normalized_pairs(keywords: Iterable[str]) -> tuple[tuple[str, str], ...]:
-    pairs = ((keyword, normalize(keyword)) for keyword in keywords)
-    return tuple((keyword, norm) for keyword, norm in pairs if norm)
+def _found(keyword: Keyword, message: MessageText, mode: MatchMode) -> bool:
+    if keyword.emoji:
+        if mode is MatchMode.EXACT:
+            return keyword.emoji == message.emoji
+        return keyword.emoji in message.emoji
+    if mode is MatchMode.WHOLE_WORD:
+        return f" {keyword.text} " in message.padded
+    if mode is MatchMode.CONTAINS:
+        return keyword.text in message.text
+    return keyword.text == message.text
 
 
-def _match(
-    raw_text: str,
-    text: str,
-    keywords: Sequence[tuple[str, str]],
-    excluded: Sequence[tuple[str, str]],
+def _read_as(code: str, message: MessageText, mode: MatchMode) -> ReadWord | None:
+    """The comment's word that reads as numeric code `code` in this mode, if any."""
+    if mode is MatchMode.EXACT and " " in message.text:
+        return None
+    for word in message.numbers:
+        found = code in word.digits if mode is MatchMode.CONTAINS else code == word.digits
+        if found:
+            return word
+    return None
+
+
+def match_prepared(
+    message: MessageText,
+    keywords: Sequence[Keyword],
+    excluded: Sequence[Keyword],
     mode: MatchMode,
 ) -> KeywordMatch:
-    padded = f" {text} "
-    for keyword, norm in excluded:
-        found = norm in text if mode is MatchMode.CONTAINS else f" {norm} " in padded
-        if found:
-            return KeywordMatch(False, excluded_by=keyword)
+    """`match_keywords` for prepared keywords and text."""
+    excluding = MatchMode.CONTAINS if mode is MatchMode.CONTAINS else MatchMode.WHOLE_WORD
+    for keyword in excluded:
+        if _found(keyword, message, excluding):
+            return KeywordMatch(False, excluded_by=keyword.raw)
     if mode is MatchMode.ANY_COMMENT:
-        return KeywordMatch(bool(raw_text.strip()))
-    for keyword, norm in keywords:
-        if mode is MatchMode.WHOLE_WORD:
-            found = f" {norm} " in padded
-        elif mode is MatchMode.CONTAINS:
-            found = norm in text
-        else:
-            found = norm == text
-        if found:
-            return KeywordMatch(True, keyword=keyword)
+        return KeywordMatch(bool(message.raw.strip()))
+    for keyword in keywords:
+        if _found(keyword, message, mode):
+            return KeywordMatch(True, keyword=keyword.raw)
+    for keyword in keywords:
+        if keyword.code and (word := _read_as(keyword.text, message, mode)) is not None:
+            return KeywordMatch(True, keyword=keyword.raw, read_as_digits=word.typed)
     return KeywordMatch(False)
 
 
@@ -177,17 +291,17 @@ class CampaignRule:
     public_reply: bool = False
     # Also answers DMs matching its keywords (`app.campaigns.dm_matching`).
     dm_trigger: bool = False
-    _keywords_norm: tuple[tuple[str, str], ...] = field(
-        init=False, repr=False, compare=False, default=()
-    )
-    _excluded_norm: tuple[tuple[str, str], ...] = field(
-        init=False, repr=False, compare=False, default=()
-    )
+    _keywords_ready: tuple[Keyword, ...] = field(init=False, repr=False, compare=False, default=())
+    _excluded_ready: tuple[Keyword, ...] = field(init=False, repr=False, compare=False, default=())
 
     def __post_init__(self) -> None:
-        # Normalized once per rule, not once per comment.
-        object.__setattr__(self, "_keywords_norm", _normalized_pairs(self.keywords))
-        object.__setattr__(self, "_excluded_norm", _normalized_pairs(self.excluded_keywords))
+        # Prepared once per rule, not once per comment.
+        object.__setattr__(self, "_keywords_ready", prepare_keywords(self.keywords))
+        object.__setattr__(self, "_excluded_ready", prepare_keywords(self.excluded_keywords))
+
+    def match(self, message: MessageText) -> KeywordMatch:
+        """Its keywords, excluded keywords and mode against `message`."""
+        return match_prepared(message, self._keywords_ready, self._excluded_ready, self.match_mode)
 
     @classmethod
     def from_model(cls, campaign: Campaign) -> CampaignRule:
@@ -255,6 +369,7 @@ class Considered:
     verdict: Verdict
     keyword: str | None = None  # matched keyword (won, lost) or excluded keyword (excluded)
     lost_to: str | None = None  # the winner's name, for `lost`
+    read_as_digits: str | None = None  # see `KeywordMatch`
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -266,6 +381,8 @@ class Considered:
             data["keyword"] = self.keyword
         if self.lost_to is not None:
             data["lost_to"] = self.lost_to
+        if self.read_as_digits is not None:
+            data["read_as_digits"] = self.read_as_digits
         return data
 
 
@@ -278,19 +395,24 @@ class MatchDecision:
     considered: list[Considered]
     # The winning rule itself, for callers that go on to create its delivery.
     campaign: CampaignRule | None = field(default=None, repr=False, compare=False)
+    # The winner's numeric code was read from this word's look-alike letters (`KeywordMatch`).
+    read_as_digits: str | None = None
 
     @property
     def matched(self) -> bool:
         return self.campaign_id is not None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "campaign_id": self.campaign_id,
             "campaign_name": self.campaign_name,
             "matched_keyword": self.matched_keyword,
             "miss_reason": self.miss_reason.value if self.miss_reason else None,
             "considered": [item.to_json() for item in self.considered],
         }
+        if self.read_as_digits is not None:
+            data["read_as_digits"] = self.read_as_digits
+        return data
 
 
 def miss(reason: MissReason, considered: list[Considered] | None = None) -> MatchDecision:
@@ -304,10 +426,10 @@ def choose_campaign(campaigns: Sequence[CampaignRule], comment: CommentFacts) ->
     if comment.parent_id:
         # Replies in a thread are conversations, not triggers; no campaign answers them.
         return miss(MissReason.REPLY_TO_COMMENT)
-    text = normalize(comment.text)
+    message = MessageText(comment.text)
     media_ids = frozenset(m for m in (comment.media_id, comment.original_media_id) if m)
     verdicts: dict[int, Considered] = {}
-    matched: list[tuple[tuple[int, int, datetime, int], CampaignRule, str | None]] = []
+    matched: list[tuple[tuple[int, int, datetime, int], CampaignRule, KeywordMatch]] = []
     active = in_scope = activated = 0
     for rule in campaigns:
         if rule.status is not CampaignStatus.ACTIVE:
@@ -331,9 +453,7 @@ def choose_campaign(campaigns: Sequence[CampaignRule], comment: CommentFacts) ->
             verdicts[rule.id] = Considered(rule.id, rule.name, Verdict.BEFORE_ACTIVATION)
             continue
         activated += 1
-        result = _match(
-            comment.text, text, rule._keywords_norm, rule._excluded_norm, rule.match_mode
-        )
+        result = rule.match(message)
         if result.excluded_by is not None:
             verdicts[rule.id] = Considered(
                 rule.id, rule.name, Verdict.EXCLUDED, keyword=result.excluded_by
@@ -342,23 +462,35 @@ def choose_campaign(campaigns: Sequence[CampaignRule], comment: CommentFacts) ->
             verdicts[rule.id] = Considered(rule.id, rule.name, Verdict.NO_KEYWORD)
         else:
             rank = (0 if specific else 1, -rule.priority, rule.created_at, rule.id)
-            matched.append((rank, rule, result.keyword))
+            matched.append((rank, rule, result))
 
     if matched:
         matched.sort(key=lambda item: item[0])
-        _, winner, keyword = matched[0]
-        verdicts[winner.id] = Considered(winner.id, winner.name, Verdict.WON, keyword=keyword)
-        for _, loser, lost_keyword in matched[1:]:
+        _, winner, won = matched[0]
+        verdicts[winner.id] = Considered(
+            winner.id,
+            winner.name,
+            Verdict.WON,
+            keyword=won.keyword,
+            read_as_digits=won.read_as_digits,
+        )
+        for _, loser, lost in matched[1:]:
             verdicts[loser.id] = Considered(
-                loser.id, loser.name, Verdict.LOST, keyword=lost_keyword, lost_to=winner.name
+                loser.id,
+                loser.name,
+                Verdict.LOST,
+                keyword=lost.keyword,
+                lost_to=winner.name,
+                read_as_digits=lost.read_as_digits,
             )
         return MatchDecision(
             winner.id,
             winner.name,
-            keyword,
+            won.keyword,
             None,
             [verdicts[rule.id] for rule in campaigns],
             campaign=winner,
+            read_as_digits=won.read_as_digits,
         )
 
     considered = [verdicts[rule.id] for rule in campaigns]

@@ -362,7 +362,9 @@ def check_keywords(keywords: list[str], label: str) -> str | None:
         return f"“{too_long[0][:20]}…” is longer than {MAX_KEYWORD} characters."
     unmatchable = [k for k in keywords if not keyword_is_matchable(k)]
     if unmatchable:
-        return f"“{unmatchable[0]}” has no letters or digits, so no comment can ever match it."
+        return (
+            f"“{unmatchable[0]}” has no letters, digits or emoji, so no comment can ever match it."
+        )
     return None
 
 

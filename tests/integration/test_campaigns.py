@@ -164,7 +164,7 @@ async def test_save_and_activate_makes_it_live_at_once(
         ({"button_title_2": "Second"}, "button_2", "Add the link"),
         ({"keywords": [f"k{i}" for i in range(11)]}, "keywords", "At most 10 keywords"),
         ({"keywords": ["x" * 51]}, "keywords", "longer than 50 characters"),
-        ({"keywords": ["🍪"]}, "keywords", "no letters or digits"),
+        ({"keywords": ["?!"]}, "keywords", "no letters, digits or emoji"),
         ({"priority": "2000"}, "priority", "between −1000 and 1000"),
         ({"public_replies": "\n".join(f"r{i}" for i in range(11))}, "public_replies", "At most 10"),
         ({"scope": "somewhere"}, "scope", "Choose which posts"),
@@ -670,6 +670,44 @@ async def test_try_a_comment_explains_the_winner_and_the_misses(
     assert 'value="RECIPE please!!"' in page_answer.text
     assert "“On the lemon reel” would send the DM" in page_answer.text
     assert "<!doctype" not in on_reel.lower()  # htmx still gets only the result
+
+
+async def test_emoji_keywords_and_number_codes_save_and_try(
+    connected: tuple[Client, int], resources: Resources
+) -> None:
+    client, account_id = connected
+    fire = await _create(
+        client,
+        account_id,
+        name="Fire",
+        keywords=["🔥", "👍🏽"],
+        excluded_keywords=["👎"],
+        activate="1",
+    )
+    assert (await _campaign(resources, fire)).keywords == ["🔥", "👍🏽"]
+    await _create(
+        client, account_id, name="Code", keywords=["2024"], excluded_keywords=[], activate="1"
+    )
+    page = await client.get("/campaigns/try")
+    headers = {"x-csrftoken": csrf_token(page.text), "hx-request": "true"}
+
+    async def try_comment(text: str) -> str:
+        response = await client.post(
+            "/campaigns/try",
+            data={"account_id": str(account_id), "media_id": LEMON_REEL, "comment": text},
+            headers=headers,
+        )
+        assert response.status_code == 200
+        return response.text
+
+    assert "“Fire” would send the DM" in await try_comment("🔥🔥")
+    assert "“Fire” would send the DM" in await try_comment("yes 👍🏿")
+    assert "excludes a word" in await try_comment("🔥 👎")
+    code = await try_comment("code 2O24 please")
+    assert "“Code” would send the DM" in code
+    assert "“2O24” in the comment was read as 2024" in code
+    longer = await try_comment("code 2O245")
+    assert 'data-matched="no"' in longer
 
 
 async def test_a_campaign_on_a_disconnected_account_cannot_go_live(

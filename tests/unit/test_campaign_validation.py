@@ -130,10 +130,24 @@ def test_keywords_are_split_deduplicated_and_limited() -> None:
     )
     assert "keywords" not in check_campaign(_input(keywords=["é" * 50]), require_complete=False)
     assert "50" in check_campaign(_input(keywords=["é" * 51]), require_complete=False)["keywords"]
-    assert (
-        "no letters"
-        in check_campaign(_input(keywords=["🍪🍪"]), require_complete=False)["keywords"]
-    )
+    for emoji in ("🍪🍪", "👍🏽", "👨‍👩‍👧", "1️⃣"):
+        assert "keywords" not in check_campaign(_input(keywords=[emoji]), require_complete=False)
+        assert "excluded_keywords" not in check_campaign(
+            _input(excluded_keywords=[emoji]), require_complete=False
+        )
+    for nothing in ("?!", "🏻", "--"):
+        assert (
+            check_campaign(_input(keywords=["guide", nothing]), require_complete=False)["keywords"]
+            == f"“{nothing}” has no letters, digits or emoji, so no comment can ever match it."
+        )
+        assert (
+            "no letters, digits or emoji"
+            in (
+                check_campaign(_input(excluded_keywords=[nothing]), require_complete=False)[
+                    "excluded_keywords"
+                ]
+            )
+        )
     assert (
         "excluded"
         in check_campaign(

@@ -172,7 +172,10 @@ def _dm(
             "pub_state": None,
         }
     )
-    return None, {"campaign_id": campaign.id, "keyword": match.keyword}
+    noted: dict[str, Any] = {"campaign_id": campaign.id, "keyword": match.keyword}
+    if match.read_as_digits is not None:
+        noted["read_as_digits"] = match.read_as_digits
+    return None, noted
 
 
 def _story_reply(
