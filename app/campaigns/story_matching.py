@@ -2,9 +2,9 @@
 
 A campaign's trigger (`CampaignTrigger`) says what it answers. A story-reply campaign answers
 replies to the account's stories — every story, or one chosen story while it is live — with
-the same keyword rules as comments (`app.campaigns.matching.match_keywords`: modes, excluded
-keywords first; "any comment" is "any reply"). A story-mention campaign answers every story
-that mentions the account; it has no keywords (a mention carries no text).
+the same keyword rules as comments (`app.campaigns.matching`: emoji keywords, numeric codes,
+modes, excluded keywords first; "any comment" is "any reply"). A story-mention campaign
+answers every story that mentions the account; it has no keywords (a mention carries no text).
 
 Only active campaigns take part, and a reply or mention sent before a campaign went live is
 not its. Winner: a campaign on this very story beats an every-story one; then the higher
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.campaigns.matching import CampaignRule, match_keywords
+from app.campaigns.matching import CampaignRule, MessageText
 from app.db.models import CampaignStatus, CampaignTrigger
 
 # The `campaigns` columns a story rule needs beyond a `CampaignRule`'s.
@@ -50,6 +50,7 @@ class StoryMatch:
     campaign: CampaignRule
     keyword: str | None
     specific: bool = False  # the campaign is on this very story
+    read_as_digits: str | None = None  # see `app.campaigns.matching.KeywordMatch`
 
 
 def _live(rule: StoryRule, sent_at: datetime) -> bool:
@@ -65,6 +66,7 @@ def choose_story_reply_campaign(
     rules: Iterable[StoryRule], *, story_id: str | None, text: str, sent_at: datetime
 ) -> StoryMatch | None:
     """The campaign that answers a reply saying `text` to the story `story_id`, or None."""
+    message = MessageText(text)
     best: tuple[tuple[int, int, datetime, int], StoryMatch] | None = None
     for rule in rules:
         if rule.trigger is not CampaignTrigger.STORY_REPLIES or not _live(rule, sent_at):
@@ -75,15 +77,13 @@ def choose_story_reply_campaign(
         ):
             continue
         campaign = rule.rule
-        result = match_keywords(
-            text, campaign.keywords, campaign.excluded_keywords, campaign.match_mode
-        )
+        result = campaign.match(message)
         if not result.matched:
             continue
         specific = rule.story_id is not None
         rank = (0 if specific else 1, -campaign.priority, campaign.created_at, campaign.id)
         if best is None or rank < best[0]:
-            best = (rank, StoryMatch(campaign, result.keyword, specific))
+            best = (rank, StoryMatch(campaign, result.keyword, specific, result.read_as_digits))
     return best[1] if best is not None else None
 
 

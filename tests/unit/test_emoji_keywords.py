@@ -19,7 +19,8 @@ from app.campaigns.matching import (
     keyword_is_matchable,
     match_keywords,
 )
-from app.db.models import CampaignScope, CampaignStatus, MatchMode
+from app.campaigns.story_matching import StoryRule, choose_story_reply_campaign
+from app.db.models import CampaignScope, CampaignStatus, CampaignTrigger, MatchMode
 
 W, C, E = MatchMode.WHOLE_WORD, MatchMode.CONTAINS, MatchMode.EXACT
 KEYWORD_MODES = (W, C, E)
@@ -212,3 +213,14 @@ def test_emoji_keywords_choose_a_campaign_and_fire_a_dm_trigger() -> None:
     assert dm.campaign.id == 2
     assert dm.keyword == "🔥"
     assert choose_dm_campaign(rules, "fire pls") is None
+
+
+def test_a_story_reply_of_emoji_answers_an_emoji_keyword() -> None:
+    rules = [
+        StoryRule(rule(1, ("loaf",)), CampaignTrigger.STORY_REPLIES),
+        StoryRule(rule(2, ("😍",)), CampaignTrigger.STORY_REPLIES),
+    ]
+    match = choose_story_reply_campaign(rules, story_id="1790", text="😍😍😍", sent_at=T0)
+    assert match is not None
+    assert (match.campaign.id, match.keyword) == (2, "😍")
+    assert choose_story_reply_campaign(rules, story_id="1790", text="🔥", sent_at=T0) is None

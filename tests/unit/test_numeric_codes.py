@@ -18,7 +18,8 @@ from app.campaigns.matching import (
     match_keywords,
 )
 from app.campaigns.numeric_codes import read_as_numbers
-from app.db.models import CampaignScope, CampaignStatus, MatchMode
+from app.campaigns.story_matching import StoryRule, choose_story_reply_campaign
+from app.db.models import CampaignScope, CampaignStatus, CampaignTrigger, MatchMode
 
 W, C, E = MatchMode.WHOLE_WORD, MatchMode.CONTAINS, MatchMode.EXACT
 
@@ -183,5 +184,12 @@ def test_the_decision_and_its_record_say_a_code_was_read() -> None:
 
 def test_a_dm_trigger_reads_codes_too() -> None:
     match = choose_dm_campaign([rule(1, ("2024",))], "code 2O24?")
+    assert match is not None
+    assert (match.keyword, match.read_as_digits) == ("2024", "2O24")
+
+
+def test_a_story_reply_reads_codes_too() -> None:
+    story = StoryRule(rule(1, ("2024",)), CampaignTrigger.STORY_REPLIES)
+    match = choose_story_reply_campaign([story], story_id="1790", text="2O24!", sent_at=T0)
     assert match is not None
     assert (match.keyword, match.read_as_digits) == ("2024", "2O24")

@@ -37,7 +37,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.campaigns.dm_matching import choose_dm_campaign
+from app.campaigns.dm_matching import DmMatch, choose_dm_campaign
 from app.campaigns.rules import AccountRules
 from app.campaigns.story_matching import (
     StoryMatch,
@@ -172,10 +172,7 @@ def _dm(
             "pub_state": None,
         }
     )
-    noted: dict[str, Any] = {"campaign_id": campaign.id, "keyword": match.keyword}
-    if match.read_as_digits is not None:
-        noted["read_as_digits"] = match.read_as_digits
-    return None, noted
+    return None, _noted(match)
 
 
 def _story_reply(
@@ -189,7 +186,16 @@ def _story_reply(
     if match is None:
         return None
     _add_message_row(item, account, work, TriggerKind.STORY_REPLY, match, media_id=story_id)
-    return None, {"campaign_id": match.campaign.id, "keyword": match.keyword}
+    return None, _noted(match)
+
+
+def _noted(match: DmMatch | StoryMatch) -> dict[str, Any]:
+    """What the ledger row's details say about a keyword match."""
+    noted: dict[str, Any] = {"campaign_id": match.campaign.id, "keyword": match.keyword}
+    if match.read_as_digits is not None:
+        # A number code read from look-alike letters: the word as the person typed it.
+        noted["read_as_digits"] = match.read_as_digits
+    return noted
 
 
 def _story_mention(
