@@ -33,6 +33,7 @@ from app.db.models import (
     Campaign,
     CampaignScope,
     CampaignStatus,
+    CampaignTrigger,
     DmLog,
     InstagramAccount,
     LegState,
@@ -44,6 +45,9 @@ _COLUMNS = Campaign.__table__.c
 EDITABLE = (
     "name",
     "account_id",
+    "trigger",
+    "story_id",
+    "story_expires_at",
     "scope",
     "media_id",
     "media_caption",
@@ -372,6 +376,8 @@ class CampaignSummary:
     failed_today: int
     unconfirmed_today: int
     skipped_today: int
+    trigger: CampaignTrigger = CampaignTrigger.COMMENTS
+    story_id: str | None = None
 
 
 def start_of_today(now: datetime | None = None) -> datetime:
@@ -448,6 +454,8 @@ async def list_campaigns(
             failed_today=failed,
             unconfirmed_today=unconfirmed,
             skipped_today=skipped,
+            trigger=c.trigger,
+            story_id=c.story_id,
         )
         for c, username, sent, failed, unconfirmed, skipped in rows.all()
     ]

@@ -17,6 +17,13 @@ send time: `{username}` counts as 30 characters (Instagram's longest username) a
 as the first button's URL (in a button template `{link}` is dropped from the text, since the
 button carries the link).
 
+A campaign answers comments on posts, replies to the account's stories (every story, or one
+chosen story while it is live) or mentions of the account in someone's story (`trigger`). A
+story campaign has no post and no public reply (there is no comment to reply under) and no DM
+keyword trigger; a story-mention campaign has no keywords (a mention carries no text) and
+thanks each person once. The two-step and the follow gate work for both, as after a DM. A reply
+or mention opens the 24-hour window, so a follow-up may follow it.
+
 `parse_campaign_form` keeps what the person typed, valid or not, so the form can be shown
 again with the errors next to the fields; `check_campaign` returns those errors by field.
 A draft may be incomplete; activating (or saving an active campaign) also needs a post for
@@ -30,6 +37,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -43,7 +51,8 @@ from app.campaigns.message_format import (
     render,
 )
 from app.db.bounds import parse_id, parse_int
-from app.db.models import CampaignScope, MatchMode
+from app.db.models import CampaignScope, CampaignTrigger, MatchMode
+from app.instagram.payload_fields import parse_graph_time
 
 MAX_NAME = 100
 MAX_URL = 2000
@@ -62,6 +71,10 @@ MAX_FIELD_CHARS = 32_000
 PLACEHOLDERS = ("{username}", "{link}")
 _PLACEHOLDER = re.compile(r"\{([^{}\s]{1,40})\}")
 _MEDIA_ID = re.compile(r"^[0-9]{1,32}$")
+# A story is live for 24 hours after it is posted.
+STORY_LIFETIME = timedelta(hours=24)
+ANY_STORY = "any_story"
+ONE_STORY = "one_story"
 
 
 class FormData(Protocol):
@@ -77,6 +90,11 @@ class CampaignInput:
 
     name: str = ""
     account_id: str = ""
+    trigger: str = CampaignTrigger.COMMENTS.value
+    # Story replies: every story, or one story (its id and when it was posted).
+    story_scope: str = ANY_STORY
+    story_id: str = ""
+    story_time: str = ""
     scope: str = CampaignScope.POST.value
     media_id: str = ""
     media_caption: str = ""
@@ -109,6 +127,23 @@ class CampaignInput:
     follow_up_delay_minutes: str = "60"
 
     @property
+    def on_comments(self) -> bool:
+        return self.trigger == CampaignTrigger.COMMENTS
+
+    @property
+    def on_mentions(self) -> bool:
+        return self.trigger == CampaignTrigger.STORY_MENTIONS
+
+    @property
+    def one_story(self) -> bool:
+        return self.trigger == CampaignTrigger.STORY_REPLIES and self.story_scope == ONE_STORY
+
+    @property
+    def story_expires_at(self) -> datetime | None:
+        posted = parse_graph_time(self.story_time) if self.one_story else None
+        return posted + STORY_LIFETIME if posted is not None else None
+
+    @property
     def two_step_on(self) -> bool:
         """Something in the editor's "Two-step and follow-up" section is switched on."""
         return (
@@ -128,24 +163,32 @@ class CampaignInput:
 
     def column_values(self) -> dict[str, Any]:
         """The campaign columns, for a form that passed `check_campaign`."""
-        scope = CampaignScope(self.scope)
-        replies = self.public_replies
+        trigger = CampaignTrigger(self.trigger)
+        comments = trigger is CampaignTrigger.COMMENTS
+        # A story campaign watches no post; `any_post` is never read for it.
+        scope = CampaignScope(self.scope) if comments else CampaignScope.ANY_POST
+        replies = self.public_replies if comments else []
+        mentions = trigger is CampaignTrigger.STORY_MENTIONS
         return {
             "name": self.name,
             "account_id": int(self.account_id),
+            "trigger": trigger,
+            "story_id": (self.story_id or None) if self.one_story else None,
+            "story_expires_at": self.story_expires_at,
             "scope": scope,
             "media_id": (self.media_id or None) if scope is CampaignScope.POST else None,
             "media_caption": (self.media_caption or None) if scope is CampaignScope.POST else None,
-            "match_mode": MatchMode(self.match_mode),
-            "keywords": self.keywords,
-            "excluded_keywords": self.excluded_keywords,
+            "match_mode": MatchMode.ANY_COMMENT if mentions else MatchMode(self.match_mode),
+            "keywords": [] if mentions else self.keywords,
+            "excluded_keywords": [] if mentions else self.excluded_keywords,
             "dm_text": self.dm_text,
             "buttons": [{"title": b.title, "url": b.url} for b in self.filled_buttons],
             "public_reply_enabled": bool(replies),
             "public_replies": replies,
             "public_reply_after_dm": not self.public_reply_always,
             "priority": int(self.priority),
-            "once_per_person": self.once_per_person,
+            # A story mention is thanked once per person, however often they mention you.
+            "once_per_person": self.once_per_person or mentions,
             "utm_enabled": self.utm_enabled,
             "opening_dm_enabled": self.opening_dm_enabled,
             "opening_dm_text": self.opening_dm_text or None,
@@ -153,7 +196,7 @@ class CampaignInput:
             "follow_gate_enabled": self.follow_gate_enabled,
             "follow_prompt_text": self.follow_prompt_text or None,
             "follow_prompt_button_title": self.follow_prompt_button_title or None,
-            "dm_trigger_enabled": self.dm_trigger_enabled,
+            "dm_trigger_enabled": self.dm_trigger_enabled and comments,
             "follow_up_enabled": self.follow_up_enabled,
             "follow_up_text": self.follow_up_text or None,
             "follow_up_delay_minutes": int(self.follow_up_delay_minutes),
@@ -196,9 +239,14 @@ def _checked(form: FormData, name: str) -> bool:
 
 def parse_campaign_form(form: FormData) -> CampaignInput:
     media_id = _text(form, "media_id")
+    story_id = _text(form, "story_id")
     return CampaignInput(
         name=" ".join(_text(form, "name").split()),
         account_id=_text(form, "account_id"),
+        trigger=_text(form, "trigger") or CampaignTrigger.COMMENTS.value,
+        story_scope=_text(form, "story_scope") or ANY_STORY,
+        story_id=story_id,
+        story_time=_text(form, f"story_time_{story_id}") or _text(form, "story_time"),
         scope=_text(form, "scope") or CampaignScope.POST.value,
         media_id=media_id,
         media_caption=_text(form, f"media_caption_{media_id}") or _text(form, "media_caption"),
@@ -346,7 +394,11 @@ def check_two_step(input_: CampaignInput) -> dict[str, str]:
         errors["follow_up_delay_minutes"] = (
             f"The delay is a whole number of minutes from 0 to {MAX_DELAY_MINUTES} (24 hours)."
         )
-    if input_.dm_trigger_enabled and input_.match_mode == MatchMode.ANY_COMMENT:
+    if (
+        input_.on_comments
+        and input_.dm_trigger_enabled
+        and input_.match_mode == MatchMode.ANY_COMMENT
+    ):
         errors["dm_trigger_enabled"] = (
             "The DM keyword trigger needs keywords: with “any comment” it would answer every "
             "message anyone sends you."
@@ -397,15 +449,23 @@ def check_campaign(input_: CampaignInput, *, require_complete: bool) -> dict[str
         errors["name"] = f"Names are at most {MAX_NAME} characters."
     if parse_id(input_.account_id) is None:
         errors["account_id"] = "Choose the Instagram account."
-    if input_.scope not in {s.value for s in CampaignScope}:
+    if input_.trigger not in {t.value for t in CampaignTrigger}:
+        errors["trigger"] = "Choose what this campaign answers."
+    elif input_.trigger == CampaignTrigger.STORY_REPLIES:
+        if input_.story_scope not in {ANY_STORY, ONE_STORY}:
+            errors["story_id"] = "Choose which stories this campaign answers."
+        elif input_.one_story and input_.story_id and not _MEDIA_ID.match(input_.story_id):
+            errors["story_id"] = "That story id does not look right; pick the story again."
+    if input_.on_comments and input_.scope not in {s.value for s in CampaignScope}:
         errors["scope"] = "Choose which posts this campaign watches."
-    elif input_.scope == CampaignScope.POST and input_.media_id:
+    elif input_.on_comments and input_.scope == CampaignScope.POST and input_.media_id:
         if not _MEDIA_ID.match(input_.media_id):
             errors["media_id"] = "That post id does not look right; pick the post again."
         elif len(input_.media_caption) > MAX_CAPTION:
             errors["media_id"] = "That post's caption is too long to keep; pick the post again."
     if input_.match_mode not in {m.value for m in MatchMode}:
         errors["match_mode"] = "Choose how comments are matched."
+
     for name, keywords, label in (
         ("keywords", input_.keywords, "keywords"),
         ("excluded_keywords", input_.excluded_keywords, "excluded keywords"),
@@ -446,9 +506,15 @@ def check_campaign(input_: CampaignInput, *, require_complete: bool) -> dict[str
 def activation_problems(input_: CampaignInput) -> dict[str, str]:
     """What a campaign still lacks before it may go live."""
     problems: dict[str, str] = {}
-    if input_.scope == CampaignScope.POST and not input_.media_id:
+    if input_.on_comments and input_.scope == CampaignScope.POST and not input_.media_id:
         problems["media_id"] = "Pick the post to watch (or choose any post / next post)."
-    if input_.match_mode != MatchMode.ANY_COMMENT and not input_.keywords:
+    if input_.one_story and not input_.story_id:
+        problems["story_id"] = "Pick the story (or answer replies to any story)."
+    if (
+        not input_.on_mentions
+        and input_.match_mode != MatchMode.ANY_COMMENT
+        and not input_.keywords
+    ):
         problems["keywords"] = "Add at least one keyword, or match any comment."
     if not input_.dm_text.strip():
         problems["dm_text"] = "Write the DM people receive."
@@ -466,14 +532,17 @@ def activation_problems(input_: CampaignInput) -> dict[str, str]:
         if not input_.follow_up_text.strip():
             problems["follow_up_text"] = "Write the follow-up, or turn it off."
         elif not (
-            input_.opening_dm_enabled or input_.follow_gate_enabled or input_.dm_trigger_enabled
+            input_.opening_dm_enabled
+            or input_.follow_gate_enabled
+            or input_.dm_trigger_enabled
+            or not input_.on_comments
         ):
             problems["follow_up_enabled"] = (
                 "A follow-up can only go out after a button tap or a DM (Instagram allows no "
                 "second message after a comment's private reply): turn on the opening DM, the "
                 "follow gate or the DM keyword trigger."
             )
-    if input_.dm_trigger_enabled and not input_.keywords:
+    if input_.on_comments and input_.dm_trigger_enabled and not input_.keywords:
         problems.setdefault("dm_trigger_enabled", "The DM keyword trigger needs keywords.")
     return problems
 
@@ -486,9 +555,15 @@ def input_from_values(values: Mapping[str, Any]) -> CampaignInput:
         if isinstance(b, dict)
     ][:MAX_BUTTONS]
     buttons += [LinkButton("", "") for _ in range(MAX_BUTTONS - len(buttons))]
+    story_id = str(values.get("story_id") or "")
+    expires = values.get("story_expires_at")
     return CampaignInput(
         name=str(values.get("name") or ""),
         account_id=str(values.get("account_id") or ""),
+        trigger=str(values.get("trigger") or CampaignTrigger.COMMENTS.value),
+        story_scope=ONE_STORY if story_id else ANY_STORY,
+        story_id=story_id,
+        story_time=(expires - STORY_LIFETIME).isoformat() if isinstance(expires, datetime) else "",
         scope=str(values.get("scope") or CampaignScope.POST.value),
         media_id=str(values.get("media_id") or ""),
         media_caption=str(values.get("media_caption") or ""),

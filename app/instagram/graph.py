@@ -238,6 +238,17 @@ class GraphClient:
             (await self.request("GET", f"{ig_user_id}/media", token=token, params=params)).data
         )
 
+    async def list_stories(self, token: str, ig_user_id: str) -> Page:
+        """GET /{ig}/stories: the account's live stories (the last 24 hours), newest first."""
+        params: dict[str, str | int] = {
+            "fields": "id,caption,media_type,media_product_type,media_url,thumbnail_url,"
+            "permalink,timestamp",
+            "limit": 100,
+        }
+        return _page(
+            (await self.request("GET", f"{ig_user_id}/stories", token=token, params=params)).data
+        )
+
     async def list_comments(self, token: str, media_id: str, *, after: str | None = None) -> Page:
         params: dict[str, str | int] = {
             "fields": "id,text,timestamp,username,from,parent_id,replies{id,from,timestamp}",

@@ -16,7 +16,14 @@ from sqlalchemy import select
 
 from app.accounts.connect import disconnect_account
 from app.asgi import create_app
-from app.db.models import Campaign, CampaignStatus, DmLog, LegState, TriggerKind
+from app.db.models import (
+    Campaign,
+    CampaignStatus,
+    CampaignTrigger,
+    DmLog,
+    LegState,
+    TriggerKind,
+)
 from app.resources import Resources
 from app.settings import Settings, load_settings
 from tests.support.dashboard import (
@@ -725,3 +732,83 @@ async def test_a_campaign_on_a_disconnected_account_cannot_go_live(
     page = await client.get(response.headers["location"])
     assert "Connect it again, then activate the campaign" in page.text
     assert (await _campaign(resources, campaign_id)).status is CampaignStatus.DRAFT
+
+
+async def test_a_story_reply_campaign_picks_a_live_story_and_shows_in_the_list(
+    connected: tuple[Client, int], resources: Resources, sandbox: SandboxProcess
+) -> None:
+    client, account_id = connected
+    story = sandbox.admin.publish_story("sunny.bakes", "Reply LOAF for the recipe")
+    picker = await client.get(f"/campaigns/stories?account_id={account_id}")
+    assert picker.status_code == 200
+    assert picker.text.count('name="story_id"') == 1
+    assert "Reply LOAF for the recipe" in picker.text
+    assert f'name="story_time_{story["id"]}" value="{story["timestamp"]}"' in picker.text
+
+    page = await client.get("/campaigns/new")
+    assert 'name="trigger" value="story_replies"' in page.text
+    response = await client.post(
+        "/campaigns",
+        data=_form(
+            page.text,
+            "/campaigns",
+            account_id,
+            trigger="story_replies",
+            story_scope="one_story",
+            story_id=story["id"],
+            **{f"story_time_{story['id']}": story["timestamp"]},
+            keywords=["LOAF"],
+            excluded_keywords=None,
+            activate="1",
+        ),
+        follow_redirects=False,
+    )
+    assert response.status_code == 303, response.text
+    campaign = await _campaign(
+        resources, int(response.headers["location"].split("/")[2].split("?")[0])
+    )
+    assert campaign.status is CampaignStatus.ACTIVE
+    assert campaign.trigger is CampaignTrigger.STORY_REPLIES
+    assert campaign.story_id == story["id"]
+    assert campaign.story_expires_at is not None
+    assert campaign.media_id is None
+    assert campaign.public_replies == []
+
+    editor = await client.get(f"/campaigns/{campaign.id}")
+    assert re.search(r'name="trigger" value="story_replies"\s+checked', editor.text)
+    assert re.search(r'name="story_scope" value="one_story"\s+checked', editor.text)
+    listing = await client.get("/campaigns")
+    assert "Replies to one story" in listing.text
+
+    # Once the story has ended, the picker keeps it chosen and says so.
+    sandbox.admin.advance_clock(24 * 3600 + 1)
+    ended = await client.get(
+        f"/campaigns/stories?account_id={account_id}&story_id={story['id']}"
+        f"&story_account={account_id}"
+    )
+    assert f'value="{story["id"]}" checked' in ended.text
+    assert "no longer live" in ended.text
+
+
+async def test_a_story_mention_campaign_needs_no_keywords(
+    owner: tuple[Client, int], resources: Resources
+) -> None:
+    client, account_id = owner
+    campaign_id = await _create(
+        client,
+        account_id,
+        trigger="story_mentions",
+        keywords=None,
+        excluded_keywords=None,
+        scope=None,
+        media_id=None,
+        once_per_person=None,
+        activate="1",
+    )
+    campaign = await _campaign(resources, campaign_id)
+    assert campaign.status is CampaignStatus.ACTIVE
+    assert campaign.trigger is CampaignTrigger.STORY_MENTIONS
+    assert campaign.keywords == []
+    assert campaign.once_per_person
+    listing = await client.get("/campaigns")
+    assert "Mentions in stories" in listing.text

@@ -24,7 +24,7 @@ from app.campaigns.validation import (
     parse_campaign_form,
     split_keywords,
 )
-from app.db.models import AccountStatus, CampaignScope, MatchMode
+from app.db.models import AccountStatus, CampaignScope, CampaignTrigger, MatchMode
 from app.instagram.oauth import OAuthExchangeError, _parse_token, clean_code
 
 
@@ -369,3 +369,60 @@ def test_the_public_reply_waits_for_the_dm_unless_the_campaign_says_otherwise() 
     )
     assert always.column_values()["public_reply_after_dm"] is False
     assert input_from_values(always.column_values()).public_reply_always is True
+
+
+def test_a_story_reply_campaign_reads_its_story_and_needs_no_post() -> None:
+    form = FormMultiDict(
+        [
+            ("name", "Story loaf"),
+            ("account_id", "7"),
+            ("trigger", "story_replies"),
+            ("story_scope", "one_story"),
+            ("story_id", "17900000000000001"),
+            ("story_time_17900000000000001", "2026-12-02T08:00:00+0000"),
+            ("story_time_17900000000000002", "2026-12-02T09:00:00+0000"),
+            ("scope", "post"),  # the hidden post fields are not this campaign's
+            ("match_mode", "any_comment"),
+            ("dm_text", "Here it is"),
+            ("public_replies", "Sent!"),
+            ("dm_trigger_enabled", "on"),
+            ("follow_up_enabled", "on"),
+            ("follow_up_text", "Enjoy!"),
+        ]
+    )
+    parsed = parse_campaign_form(form)
+    assert check_campaign(parsed, require_complete=True) == {}
+    columns = parsed.column_values()
+    assert columns["trigger"] is CampaignTrigger.STORY_REPLIES
+    assert columns["story_id"] == "17900000000000001"
+    assert columns["story_expires_at"] == datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
+    assert columns["scope"] is CampaignScope.ANY_POST
+    assert columns["media_id"] is None
+    # No comment to reply under, and the DM keyword trigger belongs to comment campaigns.
+    assert columns["public_replies"] == []
+    assert columns["public_reply_enabled"] is False
+    assert columns["dm_trigger_enabled"] is False
+    assert columns["follow_up_enabled"] is True  # the reply opened the 24-hour window
+    again = input_from_values(columns)
+    assert again.column_values() == columns
+
+    every = _input(trigger="story_replies", story_scope="any_story", story_id="123")
+    assert every.column_values()["story_id"] is None
+    assert every.column_values()["story_expires_at"] is None
+
+
+def test_story_campaigns_are_checked_for_what_they_need() -> None:
+    unpicked = _input(trigger="story_replies", story_scope="one_story", scope="post")
+    assert activation_problems(unpicked) == {
+        "story_id": "Pick the story (or answer replies to any story)."
+    }
+    odd = _input(trigger="story_replies", story_scope="one_story", story_id="../x")
+    assert "story_id" in check_campaign(odd, require_complete=False)
+    assert "trigger" in check_campaign(_input(trigger="reels"), require_complete=False)
+    assert "keywords" in activation_problems(_input(trigger="story_replies", keywords=[]))
+    mention = _input(trigger="story_mentions", keywords=[], scope="post", once_per_person=False)
+    assert activation_problems(mention) == {}
+    columns = mention.column_values()
+    assert columns["trigger"] is CampaignTrigger.STORY_MENTIONS
+    assert columns["keywords"] == []
+    assert columns["once_per_person"] is True

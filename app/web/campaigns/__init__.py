@@ -1,8 +1,8 @@
 """Campaign screens under `/campaigns`, one module each: the list (`listing`), the editor
-(`editor`, with the DM preview in `preview`, the keyword chips in `keywords` and the post
-picker in `media`), the status buttons (`status`), "Try a comment" (`try_comment`), the
-per-campaign summary as CSV (`summary`) and the "Share a report" card (`report_card`, its
-forms in `report_links`).
+(`editor`, with the DM preview in `preview`, the keyword chips in `keywords`, the post picker
+in `media` and the story picker in `stories`), the status buttons (`status`), "Try a comment"
+(`try_comment`), the per-campaign summary as CSV (`summary`) and the "Share a report" card
+(`report_card`, its forms in `report_links`).
 
 Every state-changing form carries an idempotency key (`app.web.idempotency`), so a double
 click saves once and both clicks land on the same page. The rules live in `app.campaigns`.
@@ -22,6 +22,7 @@ from app.web.campaigns import (
     preview,
     report_links,
     status,
+    stories,
     summary,
     try_comment,
 )
@@ -38,6 +39,7 @@ campaigns_router = Router(
         preview.preview,
         keywords.keywords,
         media.media,
+        stories.stories,
         status.activate,
         status.pause,
         status.archive,
