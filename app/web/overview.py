@@ -2,8 +2,9 @@
 and recent operational events (what used to be the placeholder home).
 
 The numbers refresh themselves every 10 s (htmx polling of the same URL, which answers with
-just the overview section; `Vary: HX-Request`). Visitors who are not signed in are sent to
-the sign-in page by the `viewer` dependency.
+just the overview section; `Vary: HX-Request`). The charts of DMs and link taps show the
+range `?range=` asks for (`app.delivery_log.charts.Span`); its switch swaps the same section.
+Visitors who are not signed in are sent to the sign-in page by the `viewer` dependency.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from app.auth.current import Viewer
 from app.auth.throttle import LoginThrottle
 from app.campaigns.service import count_by_status
 from app.db.models import AccountStatus
+from app.delivery_log.charts import parse_span, timeline
 from app.delivery_log.overview import load_overview
 from app.delivery_log.surge import load_surges
 from app.health import check_health
@@ -41,6 +43,14 @@ async def home(
 ) -> Template:
     zone = zone_or_utc(viewer.time_zone)
     overview = await load_overview(db_session, viewer.workspace_id, start_of_day(zone))
+    now = datetime.now(UTC)
+    chart = await timeline(
+        db_session,
+        workspace_id=viewer.workspace_id,
+        span=parse_span(request.query_params.get("range")),
+        zone=zone,
+        now=now,
+    )
     health = await check_health(resources)
     connected = [a for a in overview.accounts if a.status is not AccountStatus.DISCONNECTED]
     campaigns = await count_by_status(db_session, viewer.workspace_id)
@@ -55,7 +65,8 @@ async def home(
         # The log's date filter is in UTC days: from the UTC day the workspace's day began in,
         # so the link's list holds all of today (and, east of UTC, the evening before).
         "today": overview.day.astimezone(UTC).date(),
-        "now": datetime.now(UTC),
+        "now": now,
+        "timeline": chart,
         "time_zone": viewer.time_zone,
         "viewer_email": viewer.email,
         "sign_in_failures": await _sign_in_failures(resources, viewer.email),

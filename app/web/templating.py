@@ -25,6 +25,7 @@ from litestar.template.config import TemplateConfig
 from markupsafe import Markup, escape
 
 from app.delivery_log import words
+from app.web import svg_charts
 from app.web.idempotency import idempotency_input
 from app.workspaces.time_zone import zone_or_utc
 
@@ -125,6 +126,9 @@ def _configure(engine: JinjaTemplateEngine) -> None:
     engine.engine.globals["message_words"] = words.MESSAGE_WORDS
     engine.engine.globals["checking_note_words"] = words.CHECKING_NOTE_WORDS
     engine.engine.globals["idempotency_input"] = idempotency_input
+    engine.engine.globals["deliveries_chart"] = svg_charts.deliveries_chart
+    engine.engine.globals["taps_chart"] = svg_charts.taps_chart
+    engine.engine.globals["funnel_chart"] = svg_charts.funnel_chart
 
 
 def template_config() -> TemplateConfig[JinjaTemplateEngine]:

@@ -44,6 +44,7 @@ from app.campaigns.validation import (
 )
 from app.db.bounds import BIGINT_MAX, parse_int
 from app.db.models import AccountStatus, Campaign, CampaignStatus
+from app.delivery_log.charts import Timeline, parse_span, timeline
 from app.delivery_log.clicks import campaign_clicks
 from app.delivery_log.funnel import campaign_funnel
 from app.operations.idempotency import Finished, Refused
@@ -71,6 +72,8 @@ class Report:
     new_link: NewReportLink | None = None
 
 
+# The element the charts' range switch swaps (templates/campaigns/_charts.html).
+CHARTS_ID = "campaign-charts"
 _MUST_STAY_COMPLETE = "This campaign is live, so it must stay complete; pause it to save a draft."
 
 
@@ -141,6 +144,17 @@ async def edit(
     check: FromQuery[bool] = False,
     shared: FromQuery[str | None] = None,
 ) -> Template:
+    if request.htmx and request.htmx.target == CHARTS_ID:
+        # The charts' range switch: only the charts, for the range asked.
+        campaign = await get_campaign(db_session, viewer.workspace_id, campaign_id)
+        if campaign is None:
+            raise campaign_not_found()
+        chart = await _timeline(request, db_session, viewer, campaign)
+        return Template(
+            "campaigns/_charts.html",
+            context={"campaign": campaign, "timeline": chart},
+            headers=NO_STORE,
+        )
     return await campaign_page(
         request,
         db_session,
@@ -257,8 +271,9 @@ async def _editor_page(
     """The editor page, or only its form when htmx asked (errors swap in place)."""
     accounts = await list_accounts(session, viewer.workspace_id)
     whole_page = campaign is not None and not wants_partial(request)
-    clicks = funnel = None
+    clicks = funnel = chart = None
     if campaign is not None and whole_page:
+        chart = await _timeline(request, session, viewer, campaign)
         clicks = await campaign_clicks(
             session,
             workspace_id=viewer.workspace_id,
@@ -281,6 +296,7 @@ async def _editor_page(
         "campaign": campaign,
         "clicks": clicks,
         "funnel": funnel,
+        "timeline": chart,
         "form": form,
         "errors": errors or {},
         "accounts": [a for a in accounts if a.status is not AccountStatus.DISCONNECTED] or accounts,
@@ -290,6 +306,19 @@ async def _editor_page(
     }
     template = "campaigns/_form.html" if wants_partial(request) else "campaigns/edit.html"
     return Template(template, context=context, status_code=status, headers=NO_STORE)
+
+
+async def _timeline(
+    request: HTMXRequest, session: AsyncSession, viewer: Viewer, campaign: Campaign
+) -> Timeline:
+    return await timeline(
+        session,
+        workspace_id=viewer.workspace_id,
+        campaign_id=campaign.id,
+        span=parse_span(request.query_params.get("range")),
+        zone=zone_or_utc(viewer.time_zone),
+        now=datetime.now(UTC),
+    )
 
 
 async def _refused_save(

@@ -1,0 +1,190 @@
+"""The charts' numbers agree with the rows, bucketed in the workspace's zone; the overview and
+the campaign page draw them, and the range switch answers with the charts alone for htmx."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from itertools import count
+from zoneinfo import ZoneInfo
+
+import pytest
+from sqlalchemy import update
+
+from app.db.models import LegState, LinkClick, LinkVisit, Workspace
+from app.delivery_log.charts import Span, Timeline, timeline
+from app.resources import Resources
+from app.settings import Settings
+from tests.support.log_data import Creator, add_campaign, add_log, signed_in_creator
+
+TOKYO = ZoneInfo("Asia/Tokyo")
+_keys = count(1)
+
+
+@pytest.fixture
+async def owner(settings: Settings, resources: Resources) -> AsyncIterator[Creator]:
+    async with signed_in_creator(settings, resources) as creator:
+        async with resources.sessionmaker() as session, session.begin():
+            await session.execute(
+                update(Workspace)
+                .where(Workspace.id == creator.workspace_id)
+                .values(time_zone="Asia/Tokyo")
+            )
+        yield creator
+
+
+async def tap(
+    resources: Resources, owner: Creator, log_id: int, at: datetime, visit: LinkVisit
+) -> None:
+    async with resources.sessionmaker() as session, session.begin():
+        session.add(
+            LinkClick(
+                click_key=hashlib.sha256(f"chart:{next(_keys)}".encode()).digest(),
+                dm_log_id=log_id,
+                workspace_id=owner.workspace_id,
+                campaign_id=owner.campaign_id,
+                recipient_id="111",
+                button=0,
+                visit=visit,
+                clicked_at=at,
+            )
+        )
+
+
+async def seed(resources: Resources, owner: Creator, now: datetime) -> dict[str, datetime]:
+    at = {
+        "now": now,
+        "earlier": now - timedelta(hours=2),
+        "days_ago": now - timedelta(days=3),
+        "long_ago": now - timedelta(days=40),
+    }
+    sent = await add_log(resources, owner, state=LegState.SENT, created_at=at["now"])
+    await add_log(resources, owner, state=LegState.FAILED, created_at=at["now"])
+    await add_log(resources, owner, state=LegState.UNCONFIRMED, created_at=at["now"])
+    await add_log(resources, owner, state=LegState.SKIPPED_DEDUP, created_at=at["earlier"])
+    await add_log(resources, owner, state=LegState.SENT, created_at=at["days_ago"])
+    await add_log(resources, owner, state=LegState.SENT, created_at=at["long_ago"])
+    other = await add_campaign(resources, owner.workspace_id, owner.account_id, "Bread")
+    await add_log(resources, owner, state=LegState.SENT, created_at=at["now"], campaign_id=other)
+    await tap(resources, owner, sent, at["now"], LinkVisit.CLICK)
+    await tap(resources, owner, sent, at["days_ago"], LinkVisit.CLICK)
+    await tap(resources, owner, sent, at["now"], LinkVisit.PREVIEW)
+    return at
+
+
+def index_of(chart: Timeline, moment: datetime) -> int:
+    local = moment.astimezone(TOKYO).replace(tzinfo=None)
+    if chart.span is Span.HOURS:
+        key = local.replace(minute=0, second=0, microsecond=0)
+    else:
+        key = local.replace(hour=0, minute=0, second=0, microsecond=0)
+    return chart.buckets.index(key)
+
+
+async def chart_of(
+    resources: Resources, owner: Creator, span: Span, now: datetime, campaign: int | None = None
+) -> Timeline:
+    async with resources.sessionmaker() as session:
+        return await timeline(
+            session,
+            workspace_id=owner.workspace_id,
+            campaign_id=campaign,
+            span=span,
+            zone=TOKYO,
+            now=now,
+        )
+
+
+def nonzero(chart: Timeline, name: str) -> dict[int, int]:
+    return {i: v for i, v in enumerate(getattr(chart, name)) if v}
+
+
+async def test_the_charts_agree_with_the_rows(resources: Resources, owner: Creator) -> None:
+    now = datetime.now(UTC)
+    at = await seed(resources, owner, now)
+
+    hours = await chart_of(resources, owner, Span.HOURS, now, owner.campaign_id)
+    assert len(hours.buckets) == 24
+    here, earlier = index_of(hours, at["now"]), index_of(hours, at["earlier"])
+    assert here == 23
+    assert nonzero(hours, "sent") == {here: 1}
+    assert nonzero(hours, "failed") == {here: 1}
+    assert nonzero(hours, "unconfirmed") == {here: 1}
+    assert nonzero(hours, "skipped") == {earlier: 1}
+    assert nonzero(hours, "taps") == {here: 1}
+
+    days = await chart_of(resources, owner, Span.DAYS, now, owner.campaign_id)
+    today, before = index_of(days, at["now"]), index_of(days, at["days_ago"])
+    assert today == 29
+    assert nonzero(days, "sent") == {today: 1, before: 1}  # not the one 40 days ago
+    assert nonzero(days, "taps") == {today: 1, before: 1}  # the preview fetch is no tap
+    assert days.total("skipped") == 1
+
+    # The whole workspace: the other campaign's DM too.
+    workspace = await chart_of(resources, owner, Span.DAYS, now)
+    assert nonzero(workspace, "sent") == {today: 2, before: 1}
+
+
+def chart_totals(html: str, figure: str) -> dict[str, str]:
+    part = html[html.index(f'id="{figure}"') :]
+    part = part[: part.index("</figure>")]
+    return dict(re.findall(r'<strong class="n-(\w+)">(\d+)</strong>', part))
+
+
+async def test_the_overview_draws_the_charts_with_a_range_switch(
+    resources: Resources, owner: Creator
+) -> None:
+    await seed(resources, owner, datetime.now(UTC))
+    page = await owner.client.get("/")
+    assert page.status_code == 200
+    html = page.text
+    assert '<svg class="chart" id="chart-deliveries"' in html
+    assert 'role="img"' in html
+    assert chart_totals(html, "chart-deliveries-figure") == {
+        "sent": "3",
+        "failed": "1",
+        "unconfirmed": "1",
+        "skipped": "1",
+    }
+    assert chart_totals(html, "chart-taps-figure") == {"taps": "2"}
+    assert re.search(r'data-range="30d" class="active" aria-current="true"', html)
+    assert 'hx-get="/?range=30d" hx-trigger="every 10s"' in html
+
+    hours = await owner.client.get("/?range=24h", headers={"HX-Request": "true"})
+    assert hours.status_code == 200
+    assert hours.text.lstrip().startswith('<div id="overview" hx-get="/?range=24h"')
+    assert chart_totals(hours.text, "chart-deliveries-figure")["sent"] == "2"
+    assert chart_totals(hours.text, "chart-taps-figure") == {"taps": "1"}
+
+    unknown = await owner.client.get("/?range=1y")
+    assert unknown.status_code == 200
+    assert 'data-range="30d" class="active"' in unknown.text
+
+
+async def test_the_campaign_range_switch_answers_with_the_charts_alone(
+    resources: Resources, owner: Creator
+) -> None:
+    await seed(resources, owner, datetime.now(UTC))
+    url = f"/campaigns/{owner.campaign_id}"
+    page = await owner.client.get(url)
+    assert page.status_code == 200
+    assert 'id="campaign-charts"' in page.text
+    assert '<svg class="chart" id="chart-funnel"' in page.text
+    assert chart_totals(page.text, "chart-deliveries-figure")["sent"] == "2"
+
+    partial = await owner.client.get(
+        f"{url}?range=24h", headers={"HX-Request": "true", "HX-Target": "campaign-charts"}
+    )
+    assert partial.status_code == 200
+    assert partial.text.lstrip().startswith('<section class="card charts" id="campaign-charts"')
+    assert "<form" not in partial.text
+    assert f'hx-get="{url}?range=30d"' in partial.text
+    assert 'data-range="24h" class="active"' in partial.text
+    assert chart_totals(partial.text, "chart-deliveries-figure")["sent"] == "1"
+
+    # Without JavaScript the same link is the whole page, with that range.
+    whole = await owner.client.get(f"{url}?range=24h")
+    assert "<form" in whole.text
+    assert 'data-range="24h" class="active"' in whole.text
