@@ -24,7 +24,7 @@ from sqlalchemy import ColumnElement, exists, func, literal, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import Campaign, CampaignReportLink, Role, User, WorkspaceMember
+from app.db.models import Campaign, CampaignReportLink, Role, User, Workspace, WorkspaceMember
 
 REPORT_PATH = "/r/"
 MAX_ACTIVE_LINKS = 20
@@ -146,6 +146,8 @@ async def active_links(
 class SharedCampaign:
     workspace_id: int
     campaign_id: int
+    # The workspace's IANA zone, for the report's times.
+    time_zone: str
 
 
 async def find_shared_campaign(session: AsyncSession, token: str) -> SharedCampaign | None:
@@ -160,7 +162,10 @@ async def find_shared_campaign(session: AsyncSession, token: str) -> SharedCampa
                 CampaignReportLink.token_hash,
                 CampaignReportLink.workspace_id,
                 CampaignReportLink.campaign_id,
-            ).where(
+                Workspace.time_zone,
+            )
+            .join(Workspace, Workspace.id == CampaignReportLink.workspace_id)
+            .where(
                 CampaignReportLink.token_hash == wanted,
                 CampaignReportLink.revoked_at.is_(None),
             )
@@ -168,4 +173,4 @@ async def find_shared_campaign(session: AsyncSession, token: str) -> SharedCampa
     ).one_or_none()
     if row is None or not hmac.compare_digest(row[0], wanted):
         return None
-    return SharedCampaign(workspace_id=row[1], campaign_id=row[2])
+    return SharedCampaign(workspace_id=row[1], campaign_id=row[2], time_zone=row[3])

@@ -3,10 +3,12 @@
 No sign-in and no cookie: the path is outside the session middleware and the CSRF cookie
 (`app.asgi`, `app.auth.sessions.SESSIONLESS_PATHS`), and the page is drawn from its own
 layout, without the dashboard's header or scripts. It shows counts only, never a commenter
-(`app.delivery_log.report`). The token is in the URL, so the answer sends
-`Referrer-Policy: no-referrer` (the page links nowhere, but a browser extension might) and
-`X-Robots-Tag: noindex`, and the log scrubs `/r/…` paths (`app.logs`). An unknown, revoked or
-altered token gets a friendly 404 page, the same for each, so it says nothing about which.
+(`app.delivery_log.report`): the headline numbers and the campaign page's own funnel partial
+(`templates/charts/`), its days in the workspace's zone. The token is in the URL, so the
+answer sends `Referrer-Policy: no-referrer` (the page links nowhere, but a browser extension
+might) and `X-Robots-Tag: noindex`, and the log scrubs `/r/…` paths (`app.logs`). An
+unknown, revoked or altered token gets a friendly 404 page, the same for each, so it says
+nothing about which.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.delivery_log.report import load_report
 from app.delivery_log.report_links import find_shared_campaign
+from app.workspaces.time_zone import zone_or_utc
 
 REPORT_TEMPLATE = "reports/report.html"
 NOT_FOUND_TEMPLATE = "reports/not_found.html"
@@ -36,17 +39,24 @@ async def shared_report(
     db_session: NamedDependency[AsyncSession], token: FromPath[str]
 ) -> Template:
     shared = await find_shared_campaign(db_session, token)
-    report = (
-        await load_report(
-            db_session, workspace_id=shared.workspace_id, campaign_id=shared.campaign_id
-        )
-        if shared is not None
-        else None
+    if shared is None:
+        return _not_found()
+    now = datetime.now(UTC)
+    report = await load_report(
+        db_session,
+        workspace_id=shared.workspace_id,
+        campaign_id=shared.campaign_id,
+        zone=zone_or_utc(shared.time_zone),
+        now=now,
     )
     if report is None:
-        return Template(NOT_FOUND_TEMPLATE, status_code=404, headers=HEADERS)
+        return _not_found()
     return Template(
         REPORT_TEMPLATE,
-        context={"report": report, "tz": report.time_zone, "now": datetime.now(UTC)},
+        context={"report": report, "funnel": report.funnel, "tz": shared.time_zone, "now": now},
         headers=HEADERS,
     )
+
+
+def _not_found() -> Template:
+    return Template(NOT_FOUND_TEMPLATE, status_code=404, headers=HEADERS)

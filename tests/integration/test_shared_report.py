@@ -82,13 +82,26 @@ async def _seed(resources: Resources, creator: Creator) -> None:
         await session.execute(
             update(Campaign).where(Campaign.id == creator.campaign_id).values(activated_at=live)
         )
+
+    def decided(verdict: str) -> dict[str, Any]:
+        considered = {"campaign_id": creator.campaign_id, "name": "Lemon loaf", "verdict": verdict}
+        return {"campaign_id": None, "considered": [considered]}
+
     for name in FANS:
         await add_comment(
-            resources, creator.account_id, username=name, campaign_id=creator.campaign_id
+            resources,
+            creator.account_id,
+            username=name,
+            campaign_id=creator.campaign_id,
+            decision=decided("won"),
         )
     for _ in range(2):
         await add_comment(
-            resources, creator.account_id, username="zq_missed_fan", missed=MissReason.NO_KEYWORD
+            resources,
+            creator.account_id,
+            username="zq_missed_fan",
+            missed=MissReason.NO_KEYWORD,
+            decision=decided("no_keyword"),
         )
     sent_a = await add_log(resources, creator, username="zq_sent_fan_a", recipient_id=FAN_IDS[0])
     sent_b = await add_log(resources, creator, username="zq_sent_fan_b", recipient_id=FAN_IDS[1])
@@ -168,6 +181,15 @@ async def test_an_owner_shares_a_report_with_totals_and_no_one_who_commented(
     ]
     assert [_stat(html, i) for i in ("total-failed", "total-skipped")] == ["1", "1"]
     assert [_stat(html, i) for i in ("total-people-tapped", "total-taps")] == ["2", "4"]
+    # The campaign page's funnel, the same numbers step by step.
+    steps = dict(
+        re.findall(
+            r'data-step="(\w+)">\s*<th[^>]*>[^<]*(?:<span[^>]*>[^<]*</span>)?'
+            r'</th>\s*<td class="n-count">(\d+)',
+            html,
+        )
+    )
+    assert steps == {"seen": "6", "matched": "4", "sent": "2", "clicked": "2"}
     for who in (*FANS, "zq_sent_fan_b", "zq_failed_fan", "zq_skipped_fan", *FAN_IDS):
         assert who not in html, f"{who} is on the shared report"
     assert report.headers["referrer-policy"] == "no-referrer"
