@@ -64,6 +64,10 @@ class Settings:
     # A worker's own metrics (its counters) on this port; None: not served.
     worker_metrics_port: int | None = None
     worker_metrics_host: str = "127.0.0.1"
+    # The editor asks an image's host whether it will do (`app.campaigns.image_check`); only
+    # public addresses, unless this lets it ask the loopback interface (development, tests).
+    image_check_allow_loopback: bool = False
+    image_check_timeout_s: float = 5.0
 
     @property
     def cookie_secure(self) -> bool:
@@ -127,6 +131,12 @@ def load_settings(
         metrics_token=reader.optional("METRICS_TOKEN", _parse_metrics_token, None),
         worker_metrics_port=reader.optional("WORKER_METRICS_PORT", _int_between(1, 65535), None),
         worker_metrics_host=reader.optional("WORKER_METRICS_HOST", _non_empty, "127.0.0.1"),
+        image_check_allow_loopback=reader.optional(
+            "IMAGE_CHECK_ALLOW_LOOPBACK", _parse_bool, False
+        ),
+        image_check_timeout_s=reader.optional(
+            "IMAGE_CHECK_TIMEOUT_S", _float_between(0.5, 30.0), 5.0
+        ),
     )
 
 
@@ -182,6 +192,15 @@ def _read_env_file(path: str | None) -> dict[str, str]:
 
 def _non_empty(raw: str) -> str:
     return raw
+
+
+def _parse_bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError("use true or false")
 
 
 def _parse_metrics_token(raw: str) -> str:

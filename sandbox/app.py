@@ -22,6 +22,7 @@ from sandbox.fan_actions import ActionError
 from sandbox.faults import FaultSpecError
 from sandbox.graph import graph_api
 from sandbox.inspect import InspectController
+from sandbox.media_files import media_file
 from sandbox.runtime import STATE_KEY, Sandbox
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -60,6 +61,7 @@ def create_app(config: SandboxConfig | None = None, *, sandbox: Sandbox | None =
             fan_page.fan_tap,
             fan_page.fan_story_reply,
             fan_page.fan_story_mention,
+            media_file,
             graph_api,
         ],
         template_config=TemplateConfig(directory=TEMPLATES, engine=JinjaTemplateEngine),

@@ -81,6 +81,7 @@ def _message_view(sandbox: Sandbox, message: Message) -> dict[str, Any]:
         "text": message.text,
         "template": template,
         "media_url": payload.get("url") if isinstance(payload, dict) else None,
+        "image": (message.attachment or {}).get("type") == "image",
         "quick_replies": message.quick_replies or [],
         "private_reply": message.comment_id is not None,
         "story_reply": message.reply_to_story is not None,

@@ -4,6 +4,11 @@
   ``enforce_one_private_reply`` setting is off), only within 7 days of the comment (10/2534022),
   never on a deleted comment (100/33), at most ``private_replies_per_hour`` per account in a
   rolling hour (613/2534040).
+- A private reply carries text or a button template: an image (or audio, video, file) or a
+  generic template on one is 100/2534015 (invalid message data), and the comment's one
+  private reply is not used up by it.
+- An image (an image attachment's URL, a generic template's ``image_url``) is fetched first,
+  as Meta does; one that cannot be used is 100/2018008 (``image_fetch``).
 - ``recipient.id`` (an IGSID): only inside the 24-hour window opened by the fan's own message or
   postback tap (10/2534022, HTTP 403); a private reply does not open it.
 - Every send counts against ``sends_per_second`` per account (code 4).
@@ -20,7 +25,8 @@ from litestar import Response
 from sandbox.call import GraphCall
 from sandbox.errors import GraphError, invalid_param, outside_window, unsupported
 from sandbox.faults import FaultTarget
-from sandbox.message_checks import check_message
+from sandbox.image_fetch import fetch_images, require_fetched
+from sandbox.message_checks import INVALID_DATA, MEDIA_TYPES, CheckedMessage, check_message
 from sandbox.models import Account, Fan, Message
 from sandbox.outcomes import Reply, note_error, perform
 from sandbox.tokens import COMMENTS, MESSAGES, require_scope
@@ -94,17 +100,39 @@ async def send(call: GraphCall, node_id: str) -> Response[bytes]:
     except GraphError as error:
         raise note_error(record, error) from None
     record["account_id"] = account.user_id
+    fetched = await fetch_images(_message_of(call))
     return await perform(
         sandbox,
         call.request,
         endpoint="messages",
         target=FaultTarget(account.user_id, comment_id, fan),
-        operation=lambda: _send(call, account),
+        operation=lambda: _send(call, account, fetched),
         record=record,
     )
 
 
-def _send(call: GraphCall, account: Account) -> Reply:
+def _message_of(call: GraphCall) -> object:
+    try:
+        return call.structured("message")
+    except GraphError:
+        return None
+
+
+def _fits_private_reply(checked: CheckedMessage) -> bool:
+    """No image, audio, video or file and no template but the button template: a comment's
+    private reply is text (or a button template, as real tools send)."""
+    if checked.attachment is None:
+        return True
+    kind = checked.attachment.get("type")
+    payload = checked.attachment.get("payload")
+    if kind in MEDIA_TYPES:
+        return False
+    return kind != "template" or (
+        isinstance(payload, dict) and payload.get("template_type") == "button"
+    )
+
+
+def _send(call: GraphCall, account: Account, fetched: dict[str, bool]) -> Reply:
     sandbox, world, settings = call.sandbox, call.sandbox.world, call.sandbox.settings
     now = call.now()
     recipient = call.structured("recipient")
@@ -122,10 +150,18 @@ def _send(call: GraphCall, account: Account) -> Reply:
 
     human_agent = _human_agent(call)
     media = world.media
+    raw_message = call.structured("message")
     checked = check_message(
-        call.structured("message"),
+        raw_message,
         lambda media_id: media_id in media and media[media_id].owner_id == account.user_id,
     )
+    if isinstance(comment_id, str) and not _fits_private_reply(checked):
+        raise invalid_param(
+            "Invalid message data: a private reply to a comment can only carry text or a "
+            "button template",
+            subcode=INVALID_DATA,
+        )
+    require_fetched(raw_message, fetched)
     sandbox.limits.take_send(
         account.user_id, now, settings.sends_per_second, settings.private_replies_per_hour
     )

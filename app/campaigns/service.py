@@ -72,6 +72,10 @@ EDITABLE = (
     "follow_up_text",
     "follow_up_delay_minutes",
     "dm_trigger_enabled",
+    "dm_image_url",
+    "card_enabled",
+    "card_title",
+    "card_subtitle",
 )
 
 

@@ -42,6 +42,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from app.campaigns.matching import keyword_is_matchable
+from app.campaigns.media_validation import check_media, media_activation_problems
 from app.campaigns.message_format import (
     BUTTON_TITLE_MAX_CHARS,
     MAX_BUTTONS,
@@ -125,6 +126,12 @@ class CampaignInput:
     follow_up_enabled: bool = False
     follow_up_text: str = ""
     follow_up_delay_minutes: str = "60"
+    # An image before the DM and a card instead of it, in DMs after a tap or a DM
+    # (`media_validation`).
+    dm_image_url: str = ""
+    card_enabled: bool = False
+    card_title: str = ""
+    card_subtitle: str = ""
 
     @property
     def on_comments(self) -> bool:
@@ -200,6 +207,10 @@ class CampaignInput:
             "follow_up_enabled": self.follow_up_enabled,
             "follow_up_text": self.follow_up_text or None,
             "follow_up_delay_minutes": int(self.follow_up_delay_minutes),
+            "dm_image_url": self.dm_image_url or None,
+            "card_enabled": self.card_enabled,
+            "card_title": self.card_title or None,
+            "card_subtitle": self.card_subtitle or None,
         }
 
 
@@ -278,6 +289,10 @@ def parse_campaign_form(form: FormData) -> CampaignInput:
         follow_up_enabled=_checked(form, "follow_up_enabled"),
         follow_up_text=_multiline(form, "follow_up_text"),
         follow_up_delay_minutes=_text(form, "follow_up_delay_minutes") or "0",
+        dm_image_url=_text(form, "dm_image_url"),
+        card_enabled=_checked(form, "card_enabled"),
+        card_title=_text(form, "card_title"),
+        card_subtitle=_text(form, "card_subtitle"),
     )
 
 
@@ -497,6 +512,7 @@ def check_campaign(input_: CampaignInput, *, require_complete: bool) -> dict[str
     if parse_int(input_.priority, low=low, high=high) is None:
         errors["priority"] = "Priority is a whole number between −1000 and 1000."
     errors |= check_two_step(input_)
+    errors |= check_media(input_)
     if require_complete:
         for name, problem in activation_problems(input_).items():
             errors.setdefault(name, problem)
@@ -544,6 +560,8 @@ def activation_problems(input_: CampaignInput) -> dict[str, str]:
             )
     if input_.on_comments and input_.dm_trigger_enabled and not input_.keywords:
         problems.setdefault("dm_trigger_enabled", "The DM keyword trigger needs keywords.")
+    for name, problem in media_activation_problems(input_).items():
+        problems.setdefault(name, problem)
     return problems
 
 
@@ -587,4 +605,8 @@ def input_from_values(values: Mapping[str, Any]) -> CampaignInput:
         follow_up_enabled=bool(values.get("follow_up_enabled")),
         follow_up_text=str(values.get("follow_up_text") or ""),
         follow_up_delay_minutes=str(values.get("follow_up_delay_minutes") or 0),
+        dm_image_url=str(values.get("dm_image_url") or ""),
+        card_enabled=bool(values.get("card_enabled")),
+        card_title=str(values.get("card_title") or ""),
+        card_subtitle=str(values.get("card_subtitle") or ""),
     )

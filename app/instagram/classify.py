@@ -35,7 +35,9 @@ ALREADY_USED_SUBCODE = 2534025
 DELETED_SUBCODE = 33
 AMBIGUOUS_CODES = frozenset({1, 2})
 
-# A code-100 answer that names the template or its buttons may fall back to plain text; but
+# A code-100 answer that names the template, its buttons, elements or attachment, or an image
+# Meta could not fetch, may fall back to a plainer message (a card to the button template, a
+# template to plain text); but
 # never one that says the window is closed, the comment cannot take a private reply or the
 # user is gone: the first call may already have used the comment's only private reply. Both
 # the subcode and Meta's wording are checked, since either may be missing or reworded.
@@ -48,7 +50,9 @@ _NOT_A_TEMPLATE_SUBCODES = WINDOW_SUBCODES | {
     2534029,  # the business is blocked from Instagram messaging
     2534037,  # the app does not own the thread
 }
-_TEMPLATE_WORDS = re.compile(r"template|button", re.IGNORECASE)
+_TEMPLATE_WORDS = re.compile(
+    r"template|button|attachment|element|image|fetch the file", re.IGNORECASE
+)
 _NOT_A_TEMPLATE_PROBLEM = re.compile(
     r"outside of allowed window|invalid for a private reply|user cannot be found"
     r"|no matching (instagram )?user",
@@ -74,7 +78,7 @@ class Verdict:
     account_action: AccountAction | None = None
     # Meta asked us to wait this long before trying again (BUC estimated_time_to_regain_access).
     retry_after_s: float | None = None
-    # Code 100 about the template or its buttons: plain text may be tried instead.
+    # Code 100 about the template, its buttons or its image: a plainer form may be tried.
     template_rejected: bool = False
     # 100/2534025: the comment's private reply is already used (or it is ineligible).
     comment_already_used: bool = False

@@ -117,6 +117,9 @@ def test_only_a_request_that_never_left_is_a_definite_transport_failure() -> Non
         (100, 2534014, "The requested user cannot be found (buttons)", False),
         (100, 33, "Object with ID 'x' does not exist (template)", False),
         (100, None, "(#100) Invalid parameter", False),
+        (100, 2534015, "Param message[attachment][payload][elements][0][title] too long", True),
+        (100, 2018008, "(#100) Failed to fetch the file from the url: https://e.x/a", True),
+        (100, 2534025, "The comment is invalid for a private reply (image)", False),
         (551, None, "button", False),
     ],
 )

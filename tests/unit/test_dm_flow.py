@@ -197,7 +197,7 @@ def _template(body: dict[str, object]) -> dict[str, object]:
 def test_the_opening_dm_is_a_one_button_postback_template() -> None:
     content = opening_dm(TEXTS, username="jane")
     assert content.kind is MessageKind.OPENING_DM
-    assert content.fallback is None, "no text fallback: it would skip the tap"
+    assert content.fallbacks == (), "no text fallback: it would skip the tap"
     payload = _template(content.message.body)
     assert payload["text"] == "Want it, jane?"  # {link} has no place before the tap
     assert payload["buttons"] == [
@@ -215,8 +215,8 @@ def test_the_prompt_has_defaults_and_the_reveal_a_text_fallback() -> None:
     link = reveal(TEXTS, username="jane")
     assert link.kind is MessageKind.REVEAL
     assert link.message.kind == "template"
-    assert link.fallback is not None
-    assert link.fallback.text == "Hi jane! https://example.com/r"
+    [fallback] = link.fallbacks
+    assert fallback.text == "Hi jane! https://example.com/r"
     untitled = opening_dm(CampaignTexts(campaign_id=1, dm_text="x", buttons=[]), username=None)
     assert _template(untitled.message.body)["buttons"] == [
         {"type": "postback", "title": DEFAULT_OPENING_BUTTON, "payload": "reveal:1:open"}

@@ -121,6 +121,12 @@ class Campaign(Base):
     )
     follow_up_text: Mapped[str | None] = mapped_column(Text)
     follow_up_delay_minutes: Mapped[int] = mapped_column(Integer, default=60, server_default="60")
+    # An image sent just before the DM, and a card (generic template) sent instead of it;
+    # both only in a DM after a tap or a DM (`app.campaigns.media_message`).
+    dm_image_url: Mapped[str | None] = mapped_column(Text)
+    card_enabled: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
+    card_title: Mapped[str | None] = mapped_column(Text)
+    card_subtitle: Mapped[str | None] = mapped_column(Text)
     dm_trigger_enabled: Mapped[bool] = mapped_column(
         Boolean, default=False, server_default=sa_false()
     )

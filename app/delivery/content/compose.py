@@ -2,7 +2,11 @@
 
 - the reveal: the campaign's DM with its link buttons (`messages.build_message`), with the
   plain-text fallback for when Meta refuses the template itself; each link made tracked by
-  the `track` function the sender passes (`app.clicks.links.LinkTracker.track`);
+  the `track` function the sender passes (`app.clicks.links.LinkTracker.track`). Sent as a DM
+  to the person's IGSID (after a tap or a DM), it may also carry the campaign's image, sent
+  just before it (`Content.lead`), or be its card instead, whose fallbacks are the text with
+  buttons, then plain text (`app.campaigns.media_message`). A comment's private reply never
+  carries either: Meta allows text and a button template there;
 - the opening DM: `opening_dm_text` with one postback button ("Send me the link");
 - the follow prompt: `follow_prompt_text` with one postback button ("I'm following");
 - the follow-up: the text frozen when it was scheduled, as plain text.
@@ -17,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app.campaigns.media_message import Card, card_message, image_message
 from app.campaigns.message_format import (
     TEXT_MAX_BYTES,
     LinkButton,
@@ -43,8 +48,12 @@ TrackLink = Callable[[int, str], str]
 class Content:
     kind: MessageKind
     message: OutgoingMessage
-    # Tried under the same claim when Meta refuses the template itself (nothing was delivered).
-    fallback: OutgoingMessage | None = None
+    # Tried in order under the same claim while Meta refuses the template itself (nothing was
+    # delivered).
+    fallbacks: tuple[OutgoingMessage, ...] = ()
+    # Sent just before `message`, under the same claim: the campaign's image. Its answer
+    # decides nothing about the leg, which is the message's.
+    lead: OutgoingMessage | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,21 +69,32 @@ class CampaignTexts:
     follow_gate: bool = False
     follow_prompt_text: str | None = None
     follow_prompt_button_title: str | None = None
+    image_url: str | None = None
+    card: Card | None = None
 
 
 def reveal(
-    texts: CampaignTexts, *, username: str | None, track: TrackLink | None = None
+    texts: CampaignTexts,
+    *,
+    username: str | None,
+    track: TrackLink | None = None,
+    direct: bool = False,
 ) -> Content:
+    """The link message; `direct`: a DM to the person's IGSID, where images and cards go."""
     buttons = buttons_of(texts.buttons)
     if track is not None:
         buttons = [LinkButton(b.title, track(i, b.url)) for i, b in enumerate(buttons)]
     message = build_message(texts.dm_text, buttons, username=username)
-    fallback = (
-        text_message(texts.dm_text, buttons, username=username)
-        if message.kind == "template"
-        else None
-    )
-    return Content(MessageKind.REVEAL, message, fallback)
+    fallbacks: tuple[OutgoingMessage, ...] = ()
+    if message.kind == "template":
+        fallbacks = (text_message(texts.dm_text, buttons, username=username),)
+    if not direct:
+        return Content(MessageKind.REVEAL, message, fallbacks)
+    if texts.card is not None:
+        card = card_message(texts.card, buttons, image_url=texts.image_url, username=username)
+        return Content(MessageKind.REVEAL, card, (message, *fallbacks))
+    lead = image_message(texts.image_url) if texts.image_url else None
+    return Content(MessageKind.REVEAL, message, fallbacks, lead)
 
 
 def opening_dm(texts: CampaignTexts, *, username: str | None) -> Content:
@@ -113,6 +133,7 @@ def content_for(
     username: str | None,
     frozen_text: str | None,
     track: TrackLink | None = None,
+    direct: bool = False,
 ) -> Content:
     if kind is MessageKind.OPENING_DM:
         return opening_dm(texts, username=username)
@@ -120,4 +141,4 @@ def content_for(
         return follow_prompt(texts, username=username)
     if kind is MessageKind.FOLLOW_UP:
         return follow_up(frozen_text or "")
-    return reveal(texts, username=username, track=track)
+    return reveal(texts, username=username, track=track, direct=direct)

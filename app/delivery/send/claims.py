@@ -115,7 +115,9 @@ SELECT d.id, d.workspace_id, d.account_id, d.campaign_id, d.trigger_kind, d.trig
             THEN {REVEALED_ELSEWHERE} ELSE false END AS revealed_elsewhere,
        d.pr_granted_at, a.pr_backlog_since IS NOT NULL AS account_backlog,
        COALESCE(c.name, '') AS campaign_name,
-       COALESCE(c.utm_enabled, false) AS utm_enabled
+       COALESCE(c.utm_enabled, false) AS utm_enabled,
+       c.dm_image_url, COALESCE(c.card_enabled, false) AS card_enabled,
+       c.card_title, c.card_subtitle
 FROM dm_logs d
 JOIN instagram_accounts a ON a.id = d.account_id
 LEFT JOIN campaigns c ON c.id = d.campaign_id
@@ -364,3 +366,21 @@ async def earlier_attempt_ambiguous(
     delivered. Finished attempts never change, so reading them under a held claim is safe."""
     params = {"id": dm_log_id, "attempt_id": attempt_id or 0}
     return bool((await conn.execute(_EARLIER_AMBIGUOUS, params)).scalar())
+
+
+_EARLIER_CALL_MAY_HAVE_SENT = text(
+    """
+SELECT EXISTS (
+    SELECT 1 FROM delivery_attempts
+    WHERE dm_log_id = :id AND leg = 'private_reply' AND request_kind = :kind
+      AND classification IN ('sent', 'ambiguous') AND id <> :attempt_id) AS taken
+"""
+)
+
+
+async def earlier_call_may_have_sent(
+    conn: AsyncConnection, *, dm_log_id: int, request_kind: str, attempt_id: int | None
+) -> bool:
+    """Whether an earlier call of this kind (a DM's image) was delivered or may have been."""
+    params = {"id": dm_log_id, "kind": request_kind, "attempt_id": attempt_id or 0}
+    return bool((await conn.execute(_EARLIER_CALL_MAY_HAVE_SENT, params)).scalar())

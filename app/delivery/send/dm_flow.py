@@ -145,6 +145,7 @@ async def _choose(run: Run) -> _Choice | None:
         username=delivery.recipient_username,
         frozen_text=None,
         track=run.link_tracker().track,
+        direct=True,
     )
     evidence = None
     if gate:
@@ -203,7 +204,7 @@ async def _claim_and_send(run: Run, choice: _Choice) -> None:
             conn,
             dm_log_id=delivery.id,
             worker_id=run.worker_id,
-            request_kind=content.message.kind,
+            request_kind=(content.lead or content.message).kind,
             message_text=content.message.text,
             month=usage_month(run.now),
             message_kind=content.kind,

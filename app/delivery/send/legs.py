@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
+from app.campaigns.media_message import Card
 from app.db.models import AttemptClass, Leg, LegState, MessageKind
 from app.delivery.content.compose import CampaignTexts
 from app.delivery.content.follow_ups import FollowUpPlan
@@ -83,6 +84,11 @@ class Delivery:
     # Tracked links: the campaign's name goes into utm_campaign when its UTM switch is on.
     campaign_name: str = ""
     utm_enabled: bool = False
+    # The image and card of a DM after a tap or a DM (`app.campaigns.media_message`).
+    dm_image_url: str | None = None
+    card_enabled: bool = False
+    card_title: str | None = None
+    card_subtitle: str | None = None
 
     def texts(self) -> CampaignTexts:
         """The campaign settings its messages are made of (`app.delivery.content.compose`)."""
@@ -95,6 +101,10 @@ class Delivery:
             follow_gate=self.follow_gate_enabled,
             follow_prompt_text=self.follow_prompt_text,
             follow_prompt_button_title=self.follow_prompt_button_title,
+            image_url=self.dm_image_url or None,
+            card=(
+                Card(self.card_title or "", self.card_subtitle or "") if self.card_enabled else None
+            ),
         )
 
 

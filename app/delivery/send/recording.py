@@ -185,6 +185,21 @@ async def start_next_call(
     return Claim(claim.leg, claim.state, claim.attempt_no, row.id if row else None)
 
 
+_RELABEL_CALL = text(
+    """
+UPDATE delivery_attempts SET request_kind = :kind
+WHERE id = :attempt_id AND finished_at IS NULL
+"""
+)
+
+
+async def relabel_call(conn: AsyncConnection, claim: Claim, *, request_kind: str) -> Claim:
+    """Name the claim's open attempt row for the call it will make after all (a DM's image
+    skipped: the message goes under the row the claim opened for the image)."""
+    await conn.execute(_RELABEL_CALL, {"attempt_id": claim.attempt_id, "kind": request_kind})
+    return claim
+
+
 # --- settling legs that will not be sent --------------------------------------------------
 
 _SETTLE = text(

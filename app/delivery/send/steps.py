@@ -6,9 +6,11 @@
 - `hold_for_account`: what an account that cannot send means for the legs, whether the load
   saw it or a claim refused because of it;
 - `send_claimed`: the call(s) under a won claim — each preceded by the note that its request
-  is leaving (`mark_request`), the message, then its plain-text fallback if Meta refused the
-  template itself (a second attempt row under the same claim) — then one record statement,
-  an inbox check for an UNCONFIRMED outcome, and the job of a follow-up the record scheduled;
+  is leaving (`mark_request`), each its own attempt row: a DM's image first (unless an earlier
+  call of the row may already have delivered it), the message, then its fallbacks while Meta
+  refuses the template itself — then one record statement, an inbox check for an UNCONFIRMED
+  outcome, and the job of a follow-up the record scheduled. The image's answer decides
+  nothing about the leg: whatever it was, the message goes next, and the leg is its outcome;
 - `failure`: what a refusal means for the leg, after carrying out what it says about the
   account (368 pause, 190 token), and for a 100/2534025 whether an earlier attempt was
   ambiguous;
@@ -308,23 +310,30 @@ async def send_claimed(
     """Send under a won claim and record the outcome; returns the last call's verdict (None:
     sent). A follow-up the record scheduled gets its job."""
     delivery = run.delivery
+    if content.lead is not None:
+        sent_claim = await _send_lead(run, claim, content.lead, next_kind=content.message.kind)
+        if sent_claim is None:
+            return NOT_SENT
+        claim = sent_claim
     if not await mark_request(run, claim):
         return NOT_SENT
     verdict, message_id, latency_ms = await call_send(run, content.message)
-    if verdict is not None and verdict.template_rejected and content.fallback is not None:
-        # Meta refused the template itself, so nothing was delivered: plain text may follow,
-        # as a second call (and attempt row) under the same claim.
+    fallbacks = list(content.fallbacks)
+    while verdict is not None and verdict.template_rejected and fallbacks:
+        # Meta refused the template itself, so nothing was delivered: the next, plainer form
+        # may follow, as another call (and attempt row) under the same claim.
+        fallback = fallbacks.pop(0)
         async with autocommit(run.resources.engine) as conn:
             claim = await recording.start_next_call(
                 conn,
                 claim,
                 call=call_report(verdict, latency_ms),
-                request_kind=content.fallback.kind,
+                request_kind=fallback.kind,
                 worker_id=run.worker_id,
             )
         if not await mark_request(run, claim):
             return NOT_SENT
-        verdict, message_id, latency_ms = await call_send(run, content.fallback)
+        verdict, message_id, latency_ms = await call_send(run, fallback)
     report = call_report(verdict, latency_ms)
     if verdict is None:
         update = replace(sent_update(message_id), follow_up=follow_up)
@@ -342,6 +351,34 @@ async def send_claimed(
             kind=TriggerKind.FOLLOW_UP,
         )
     return verdict
+
+
+async def _send_lead(
+    run: Run, claim: Claim, lead: OutgoingMessage, *, next_kind: str
+) -> Claim | None:
+    """The image before the message, under the claim's first attempt row; the claim for the
+    message's call, or None when nothing may be sent (the claim was lost). Skipped when an
+    earlier call of this row sent it or may have: a retry does not show it twice."""
+    async with autocommit(run.resources.engine) as conn:
+        earlier = await claims.earlier_call_may_have_sent(
+            conn, dm_log_id=run.delivery.id, request_kind=lead.kind, attempt_id=claim.attempt_id
+        )
+        if earlier:
+            run.report.notes.append("image already sent by an earlier call")
+            return await recording.relabel_call(conn, claim, request_kind=next_kind)
+    if not await mark_request(run, claim):
+        return None
+    verdict, _, latency_ms = await call_send(run, lead)
+    if verdict is not None:
+        run.report.notes.append(f"image not sent: {verdict.reason}")
+    async with autocommit(run.resources.engine) as conn:
+        return await recording.start_next_call(
+            conn,
+            claim,
+            call=call_report(verdict, latency_ms),
+            request_kind=next_kind,
+            worker_id=run.worker_id,
+        )
 
 
 async def mark_request(run: Run, claim: Claim) -> bool:

@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.cards import list_accounts, list_usable_accounts
 from app.auth.current import Viewer
+from app.campaigns.image_check import ImageRefusedError, check_image
 from app.campaigns.service import (
     EDITABLE,
     Problem,
@@ -102,7 +103,7 @@ async def create(
     raw = await request.form()
     form = parse_campaign_form(raw)
     activate = raw.get("activate") == "1"
-    errors = check_campaign(form, require_complete=activate)
+    errors = await _checked(resources, form, require_complete=activate)
     if errors:
         return await _editor_page(
             request, db_session, viewer, campaign=None, form=form, errors=errors, status=422
@@ -216,7 +217,7 @@ async def save(
     if seen_version is None:
         seen_version = -1
     live = campaign.status is CampaignStatus.ACTIVE
-    errors = check_campaign(form, require_complete=live)
+    errors = await _checked(resources, form, require_complete=live)
     if errors:
         return await _editor_page(
             request,
@@ -254,6 +255,25 @@ async def save(
         )
 
     return await idempotent(request, resources, viewer, scope="campaign.save", action=action)
+
+
+async def _checked(
+    resources: Resources, form: CampaignInput, *, require_complete: bool
+) -> dict[str, str]:
+    """The form's errors, and whether its image's host says the image will do (asked only of
+    a link that passed the other checks: a few seconds at most, without blocking the loop)."""
+    errors = check_campaign(form, require_complete=require_complete)
+    if form.dm_image_url and "dm_image_url" not in errors:
+        settings = resources.settings
+        try:
+            await check_image(
+                form.dm_image_url,
+                allow_loopback=settings.image_check_allow_loopback,
+                timeout_s=settings.image_check_timeout_s,
+            )
+        except ImageRefusedError as exc:
+            errors["dm_image_url"] = str(exc)
+    return errors
 
 
 async def _editor_page(

@@ -31,6 +31,7 @@ from app.delivery.content import compose
 from app.delivery.content.compose import CampaignTexts, Content
 from app.delivery.content.follow_ups import render_follow_up
 from app.web.campaigns.common import NO_STORE
+from app.web.campaigns.media_preview import media_preview
 
 PREVIEW_USERNAME = "jane.doe"
 
@@ -80,6 +81,7 @@ def preview_context(form: CampaignInput) -> dict[str, Any]:
             else None
         ),
         "follow_up": _follow_up_preview(form),
+        "media": media_preview(form, username=PREVIEW_USERNAME),
     }
 
 
