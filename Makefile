@@ -58,6 +58,7 @@ env: .env ## write a local .env with generated secrets (kept if it exists)
 	  echo "PUBLIC_BASE_URL=http://localhost:8000"; \
 	  echo "GRAPH_API_BASE=http://127.0.0.1:8100/v25.0"; \
 	  echo "INSTAGRAM_OAUTH_BASE=http://127.0.0.1:8100"; \
+	  echo "IMAGE_CHECK_ALLOW_LOOPBACK=true"; \
 	  echo "DEMO_EMAIL=demo@oncereply.local"; \
 	  echo "DEMO_PASSWORD=$$(python3 -c 'import secrets; print(secrets.token_urlsafe(12))')"; \
 	} > .env
