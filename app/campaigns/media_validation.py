@@ -7,8 +7,9 @@
   each, `{username}` counted as 30 and no other placeholder; its buttons are the campaign's
   link buttons, so at most 3 (checked with them);
 - where they can go: only in a DM after a tap or a DM, since a comment's private reply carries
-  text and buttons only. A live campaign with an image or a card therefore needs the opening
-  DM, the follow gate or the DM keyword trigger.
+  text and buttons only. A live comment campaign with an image or a card therefore needs the
+  opening DM, the follow gate or the DM keyword trigger; a story campaign always answers by
+  DM (the story reply or mention opened the window).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from urllib.parse import urlsplit
 
 from app.campaigns.media_message import CARD_TEXT_MAX_CHARS
 from app.campaigns.message_format import render
+from app.db.models import CampaignTrigger
 
 MAX_IMAGE_URL = 2000
 USERNAME_WORST_CASE = 30
@@ -29,6 +31,8 @@ _PLACEHOLDER = re.compile(r"\{([^{}\s]{1,40})\}")
 class MediaFields(Protocol):
     """The editor form's fields these checks read (`validation.CampaignInput`)."""
 
+    @property
+    def trigger(self) -> str: ...
     @property
     def dm_image_url(self) -> str: ...
     @property
@@ -89,6 +93,8 @@ def check_media(form: MediaFields) -> dict[str, str]:
 def media_activation_problems(form: MediaFields) -> dict[str, str]:
     """An image or a card with nowhere it may go."""
     if not (form.dm_image_url or form.card_enabled):
+        return {}
+    if form.trigger != CampaignTrigger.COMMENTS:
         return {}
     if form.opening_dm_enabled or form.follow_gate_enabled or form.dm_trigger_enabled:
         return {}

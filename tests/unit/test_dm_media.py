@@ -251,3 +251,19 @@ def test_a_dm_without_a_card_sends_the_image_first() -> None:
 def test_only_public_addresses_are_asked(address: str, loopback_ok: bool, allowed: bool) -> None:
     ip = ipaddress.ip_address(address)
     assert address_allowed(ip, allow_loopback=loopback_ok) is allowed
+
+
+def test_a_story_campaign_always_answers_by_dm() -> None:
+    for trigger in ("story_replies", "story_mentions"):
+        form = _input(
+            trigger=trigger,
+            opening_dm_enabled=False,
+            keywords=[] if trigger == "story_mentions" else ["RECIPE"],
+            match_mode="any_comment" if trigger == "story_mentions" else "whole_word",
+            dm_image_url="https://e.x/a.png",
+            card_enabled=True,
+            card_title="Recipe",
+        )
+        errors = check_campaign(form, require_complete=True)
+        assert "card_enabled" not in errors, errors
+        assert "dm_image_url" not in errors, errors
