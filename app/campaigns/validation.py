@@ -21,8 +21,9 @@ A campaign answers comments on posts, replies to the account's stories (every st
 chosen story while it is live) or mentions of the account in someone's story (`trigger`). A
 story campaign has no post and no public reply (there is no comment to reply under) and no DM
 keyword trigger; a story-mention campaign has no keywords (a mention carries no text) and
-thanks each person once. The two-step and the follow gate work for both, as after a DM. A reply
-or mention opens the 24-hour window, so a follow-up may follow it.
+thanks each person once. The follow gate works for both as for the DM keyword trigger (the
+opening DM is a comment's step: a reply or mention already is a message). A reply or mention
+opens the 24-hour window, so a follow-up may follow it.
 
 `parse_campaign_form` keeps what the person typed, valid or not, so the form can be shown
 again with the errors next to the fields; `check_campaign` returns those errors by field.
@@ -197,7 +198,7 @@ class CampaignInput:
             # A story mention is thanked once per person, however often they mention you.
             "once_per_person": self.once_per_person or mentions,
             "utm_enabled": self.utm_enabled,
-            "opening_dm_enabled": self.opening_dm_enabled,
+            "opening_dm_enabled": self.opening_dm_enabled and comments,
             "opening_dm_text": self.opening_dm_text or None,
             "opening_dm_button_title": self.opening_dm_button_title or None,
             "follow_gate_enabled": self.follow_gate_enabled,
@@ -534,7 +535,7 @@ def activation_problems(input_: CampaignInput) -> dict[str, str]:
         problems["keywords"] = "Add at least one keyword, or match any comment."
     if not input_.dm_text.strip():
         problems["dm_text"] = "Write the DM people receive."
-    if input_.opening_dm_enabled:
+    if input_.on_comments and input_.opening_dm_enabled:
         if not input_.opening_dm_text.strip():
             problems["opening_dm_text"] = "Write the opening DM (the message with the button)."
         if not input_.opening_dm_button_title:
@@ -548,7 +549,7 @@ def activation_problems(input_: CampaignInput) -> dict[str, str]:
         if not input_.follow_up_text.strip():
             problems["follow_up_text"] = "Write the follow-up, or turn it off."
         elif not (
-            input_.opening_dm_enabled
+            (input_.on_comments and input_.opening_dm_enabled)
             or input_.follow_gate_enabled
             or input_.dm_trigger_enabled
             or not input_.on_comments

@@ -386,6 +386,7 @@ def test_a_story_reply_campaign_reads_its_story_and_needs_no_post() -> None:
             ("dm_text", "Here it is"),
             ("public_replies", "Sent!"),
             ("dm_trigger_enabled", "on"),
+            ("opening_dm_enabled", "on"),  # hidden for a story campaign: a comment's step
             ("follow_up_enabled", "on"),
             ("follow_up_text", "Enjoy!"),
         ]
@@ -402,6 +403,7 @@ def test_a_story_reply_campaign_reads_its_story_and_needs_no_post() -> None:
     assert columns["public_replies"] == []
     assert columns["public_reply_enabled"] is False
     assert columns["dm_trigger_enabled"] is False
+    assert columns["opening_dm_enabled"] is False
     assert columns["follow_up_enabled"] is True  # the reply opened the 24-hour window
     again = input_from_values(columns)
     assert again.column_values() == columns
