@@ -21,7 +21,7 @@ DEV_LOGS := .dev
 
 .PHONY: help install services env migrate dev web worker sandbox test lint format typecheck fuzz \
         migrate-check unit integration e2e chromium clean bench-deliver bench-burst chaos bench bench-smoke \
-        bench-log bench-liveness bench-clicks
+        bench-log bench-liveness bench-clicks bench-matching
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -127,6 +127,7 @@ test: install services chromium lint typecheck migrate-check ## everything CI ru
 	@$(call smoke,bench.deliver,bench-deliver)
 	@$(call smoke,bench.burst,bench-burst)
 	@$(call smoke,bench.clicks,bench-clicks)
+	@$(call smoke,bench.matching,bench-matching)
 
 lint: ## ruff check, format check, and the import layering (lint-imports, pyproject.toml)
 	@$(RUN) ruff check --quiet .
@@ -182,6 +183,9 @@ bench-burst: install services ## viral surge: 50,000 comments drained at the cap
 
 bench-clicks: install services ## tracked-link redirect: rate, p50/p99 at 1,000/s, ratio to a bare endpoint (JSON)
 	@$(RUN) python -m bench.clicks $(if $(SMOKE),--smoke,)
+
+bench-matching: install ## keyword matching: µs of CPU per comment against 20 campaigns, text vs emoji/codes (JSON)
+	@$(RUN) python -m bench.matching $(if $(SMOKE),--smoke,)
 
 bench-liveness: install services ## SIGKILL a worker holding a job: seconds to "no worker" and to the job re-run (JSON)
 	@$(RUN) python -m bench.liveness $(if $(SMOKE),--smoke,)

@@ -148,6 +148,11 @@ class Keyword:
     text: str = ""  # normalized; "" for an emoji keyword
     emoji: str = ""  # `emoji_keyword_key`; "" for a text keyword
     code: bool = False  # only digits: a word with look-alike letters may read as it
+    padded: str = field(init=False, repr=False, compare=False, default="")
+
+    def __post_init__(self) -> None:
+        # Whole words are found between spaces: " text " in " comment ".
+        object.__setattr__(self, "padded", f" {self.text} ")
 
     @classmethod
     def of(cls, raw: str) -> Keyword | None:
@@ -224,16 +229,27 @@ def inside_a_word(text: str, keywords: Iterable[str]) -> str | None:
     return found.keyword
 
 
-def _found(keyword: Keyword, message: MessageText, mode: MatchMode) -> bool:
-    if keyword.emoji:
-        if mode is MatchMode.EXACT:
-            return keyword.emoji == message.emoji
-        return keyword.emoji in message.emoji
+def _first_found(
+    keywords: Sequence[Keyword], message: MessageText, mode: MatchMode
+) -> Keyword | None:
+    """The first of `keywords` that `message` holds in this mode (one loop per mode: this runs
+    for every campaign on every comment)."""
     if mode is MatchMode.WHOLE_WORD:
-        return f" {keyword.text} " in message.padded
-    if mode is MatchMode.CONTAINS:
-        return keyword.text in message.text
-    return keyword.text == message.text
+        padded = message.padded
+        for keyword in keywords:
+            if keyword.emoji in message.emoji if keyword.emoji else keyword.padded in padded:
+                return keyword
+    elif mode is MatchMode.CONTAINS:
+        text = message.text
+        for keyword in keywords:
+            if keyword.emoji in message.emoji if keyword.emoji else keyword.text in text:
+                return keyword
+    else:
+        text = message.text
+        for keyword in keywords:
+            if keyword.emoji == message.emoji if keyword.emoji else keyword.text == text:
+                return keyword
+    return None
 
 
 def _read_as(code: str, message: MessageText, mode: MatchMode) -> ReadWord | None:
@@ -254,15 +270,14 @@ def match_prepared(
     mode: MatchMode,
 ) -> KeywordMatch:
     """`match_keywords` for prepared keywords and text."""
-    excluding = MatchMode.CONTAINS if mode is MatchMode.CONTAINS else MatchMode.WHOLE_WORD
-    for keyword in excluded:
-        if _found(keyword, message, excluding):
-            return KeywordMatch(False, excluded_by=keyword.raw)
+    if excluded:
+        excluding = MatchMode.CONTAINS if mode is MatchMode.CONTAINS else MatchMode.WHOLE_WORD
+        if (found := _first_found(excluded, message, excluding)) is not None:
+            return KeywordMatch(False, excluded_by=found.raw)
     if mode is MatchMode.ANY_COMMENT:
         return KeywordMatch(bool(message.raw.strip()))
-    for keyword in keywords:
-        if _found(keyword, message, mode):
-            return KeywordMatch(True, keyword=keyword.raw)
+    if (found := _first_found(keywords, message, mode)) is not None:
+        return KeywordMatch(True, keyword=found.raw)
     for keyword in keywords:
         if keyword.code and (word := _read_as(keyword.text, message, mode)) is not None:
             return KeywordMatch(True, keyword=keyword.raw, read_as_digits=word.typed)
@@ -453,7 +468,9 @@ def choose_campaign(campaigns: Sequence[CampaignRule], comment: CommentFacts) ->
             verdicts[rule.id] = Considered(rule.id, rule.name, Verdict.BEFORE_ACTIVATION)
             continue
         activated += 1
-        result = rule.match(message)
+        result = match_prepared(
+            message, rule._keywords_ready, rule._excluded_ready, rule.match_mode
+        )
         if result.excluded_by is not None:
             verdicts[rule.id] = Considered(
                 rule.id, rule.name, Verdict.EXCLUDED, keyword=result.excluded_by
