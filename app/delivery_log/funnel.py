@@ -60,14 +60,14 @@ STEP_WORDS: dict[str, str] = {
     "passed": "Passed the follow gate",
     "clicked": "Tapped a link",
 }
-# Of whom a step counts, under its number.
-STEP_UNITS: dict[str, str] = {
-    "seen": "comments",
-    "matched": "comments",
-    "sent": "DMs",
-    "tapped": "people",
-    "passed": "people",
-    "clicked": "people",
+# What a step counts, after its number (one, many).
+STEP_UNITS: dict[str, tuple[str, str]] = {
+    "seen": ("comment", "comments"),
+    "matched": ("comment", "comments"),
+    "sent": ("DM", "DMs"),
+    "tapped": ("person", "people"),
+    "passed": ("person", "people"),
+    "clicked": ("person", "people"),
 }
 
 # The ledger's comments this campaign considered in scope, by day and verdict. `decision`
@@ -150,7 +150,8 @@ class Step:
 
     @property
     def unit(self) -> str:
-        return STEP_UNITS[self.key]
+        one, many = STEP_UNITS[self.key]
+        return one if self.count == 1 else many
 
 
 @dataclass(frozen=True, slots=True)
