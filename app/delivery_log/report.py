@@ -1,10 +1,12 @@
 """A campaign's report: what a creator shares with a client (`app.web.report`).
 
-Only counts, never a person: the campaign, the account it answers for, and its funnel
+Only counts, never a person: the campaign, the account it answers for, its funnel
 (`app.delivery_log.funnel.campaign_funnel`: comments seen, matched, DMs sent, people who
-tapped a link, per button, per day, and the misses). The headline numbers are read from that
-funnel, so the page states one number per fact: the DMs refused, skipped or still being
-checked are its "matched, DM not sent" by state, the taps in all the sum of its buttons' taps.
+tapped a link, per button, per day, and the misses) and its DMs and taps over time
+(`app.delivery_log.charts.timeline`), as the campaign page shows them. The headline numbers
+are read from that funnel, so the page states one number per fact: the DMs refused, skipped
+or still being checked are its "matched, DM not sent" by state, the taps in all the sum of
+its buttons' taps.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Campaign, InstagramAccount, LegState
+from app.delivery_log.charts import Span, Timeline, timeline
 from app.delivery_log.funnel import Funnel, campaign_funnel
 
 
@@ -26,6 +29,7 @@ class CampaignReport:
     account_username: str | None
     live_since: datetime | None
     funnel: Funnel
+    timeline: Timeline
     taps: int
     failed: int
     skipped: int
@@ -42,10 +46,16 @@ _WAITING = {LegState.PENDING.value, LegState.IN_FLIGHT.value}
 
 
 async def load_report(
-    session: AsyncSession, *, workspace_id: int, campaign_id: int, zone: tzinfo, now: datetime
+    session: AsyncSession,
+    *,
+    workspace_id: int,
+    campaign_id: int,
+    span: Span,
+    zone: tzinfo,
+    now: datetime,
 ) -> CampaignReport | None:
-    """The campaign's report, its days in `zone`; None when the campaign is not this
-    workspace's (or is gone)."""
+    """The campaign's report, its charts over `span`, its hours and days in `zone`; None when
+    the campaign is not this workspace's (or is gone)."""
     row = (
         await session.execute(
             select(Campaign, InstagramAccount.username)
@@ -57,12 +67,16 @@ async def load_report(
         return None
     campaign, username = row
     funnel = await campaign_funnel(session, campaign, zone=zone, now=now)
+    chart = await timeline(
+        session, workspace_id=workspace_id, campaign_id=campaign_id, span=span, zone=zone, now=now
+    )
     return CampaignReport(
         campaign_name=campaign.name,
         status=campaign.status.value,
         account_username=username,
         live_since=campaign.activated_at,
         funnel=funnel,
+        timeline=chart,
         taps=sum(button.taps for button in funnel.buttons),
         failed=_not_sent(funnel, {LegState.FAILED.value}),
         skipped=_not_sent(funnel, _SKIPPED),

@@ -3,26 +3,28 @@
 No sign-in and no cookie: the path is outside the session middleware and the CSRF cookie
 (`app.asgi`, `app.auth.sessions.SESSIONLESS_PATHS`), and the page is drawn from its own
 layout, without the dashboard's header or scripts. It shows counts only, never a commenter
-(`app.delivery_log.report`): the headline numbers and the campaign page's own funnel partial
-(`templates/charts/`), its days in the workspace's zone. The token is in the URL, so the
-answer sends `Referrer-Policy: no-referrer` (the page links nowhere, but a browser extension
-might) and `X-Robots-Tag: noindex`, and the log scrubs `/r/…` paths (`app.logs`). An
-unknown, revoked or altered token gets a friendly 404 page, the same for each, so it says
-nothing about which.
+(`app.delivery_log.report`): the headline numbers and the campaign page's own funnel and
+charts partials (`templates/charts/`), its hours and days in the workspace's zone; the
+charts' range switch is a plain link back to this page. The token is in the URL, so the
+answer sends `Referrer-Policy: no-referrer` and `X-Robots-Tag: noindex`, and the log scrubs
+`/r/…` paths (`app.logs`). An unknown, revoked or altered token gets a friendly 404 page,
+the same for each, so it says nothing about which.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
-from litestar import get
+from litestar import Request, get
 from litestar.di import NamedDependency
 from litestar.params import FromPath
 from litestar.response import Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.delivery_log.charts import parse_span
 from app.delivery_log.report import load_report
-from app.delivery_log.report_links import find_shared_campaign
+from app.delivery_log.report_links import REPORT_PATH, find_shared_campaign
 from app.workspaces.time_zone import zone_or_utc
 
 REPORT_TEMPLATE = "reports/report.html"
@@ -36,7 +38,7 @@ HEADERS = {
 
 @get("/r/{token:str}", name="shared_report", opt={"exclude_from_csrf": True})
 async def shared_report(
-    db_session: NamedDependency[AsyncSession], token: FromPath[str]
+    request: Request[Any, Any, Any], db_session: NamedDependency[AsyncSession], token: FromPath[str]
 ) -> Template:
     shared = await find_shared_campaign(db_session, token)
     if shared is None:
@@ -46,6 +48,8 @@ async def shared_report(
         db_session,
         workspace_id=shared.workspace_id,
         campaign_id=shared.campaign_id,
+        # The charts' range switch is a plain link back here (the page loads no script).
+        span=parse_span(request.query_params.get("range")),
         zone=zone_or_utc(shared.time_zone),
         now=now,
     )
@@ -53,7 +57,14 @@ async def shared_report(
         return _not_found()
     return Template(
         REPORT_TEMPLATE,
-        context={"report": report, "funnel": report.funnel, "tz": shared.time_zone, "now": now},
+        context={
+            "report": report,
+            "funnel": report.funnel,
+            "timeline": report.timeline,
+            "range_url": f"{REPORT_PATH}{token}",
+            "tz": shared.time_zone,
+            "now": now,
+        },
         headers=HEADERS,
     )
 

@@ -190,6 +190,19 @@ async def test_an_owner_shares_a_report_with_totals_and_no_one_who_commented(
         )
     )
     assert steps == {"seen": "6", "matched": "4", "sent": "2", "clicked": "2"}
+    # The charts: DMs and taps over the last 30 days, with the numbers beside them.
+    assert 'id="chart-deliveries"' in html
+    assert 'id="chart-funnel"' in html
+    assert re.search(r'class="n-sent">2<', html)
+    assert re.search(r'class="n-taps">4<', html)
+    # Their range switch is a plain link back to this page (it loads no script).
+    assert f'href="/r/{token}?range=24h"' in html
+    async with AsyncTestClient(create_app(settings)) as stranger:
+        hours = await stranger.get(f"/r/{token}?range=24h")
+        odd = await stranger.get(f"/r/{token}?range=%F0%9F%8D%8B")
+    assert hours.status_code == 200
+    assert re.search(r'data-range="24h" class="active"', hours.text)
+    assert odd.status_code == 200  # an odd range is the default one, never an error
     for who in (*FANS, "zq_sent_fan_b", "zq_failed_fan", "zq_skipped_fan", *FAN_IDS):
         assert who not in html, f"{who} is on the shared report"
     assert report.headers["referrer-policy"] == "no-referrer"
