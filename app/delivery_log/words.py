@@ -76,6 +76,8 @@ CHECKING_NOTE_WORDS = "the “checking…” note"
 REQUEST_KINDS: dict[str, str] = {
     "template": "message with buttons",
     "text": "text message",
+    "image": "image",
+    "card": "card",
     "reply": "",
     "dm": "message",
 }

@@ -37,11 +37,13 @@ def sandbox_env(test_env: dict[str, str]) -> dict[str, str]:
 def web_env_for(
     test_env: dict[str, str], sandbox_base_url: str, public_base_url: str | None = None
 ) -> dict[str, str]:
-    """Our settings pointed at the sandbox for the Graph API and Instagram Login."""
+    """Our settings pointed at the sandbox for the Graph API and Instagram Login (and, for DM
+    images, at its image host on loopback, as in development)."""
     env = {
         **test_env,
         "GRAPH_API_BASE": f"{sandbox_base_url}/v25.0",
         "INSTAGRAM_OAUTH_BASE": sandbox_base_url,
+        "IMAGE_CHECK_ALLOW_LOOPBACK": "true",
     }
     if public_base_url:
         env["PUBLIC_BASE_URL"] = public_base_url
