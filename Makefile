@@ -21,7 +21,7 @@ DEV_LOGS := .dev
 
 .PHONY: help install services env migrate dev web worker sandbox test lint format typecheck fuzz \
         migrate-check unit integration e2e chromium clean bench-deliver bench-burst chaos bench bench-smoke \
-        bench-log bench-liveness bench-clicks bench-matching
+        bench-log bench-liveness bench-clicks bench-matching bench-report
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -124,6 +124,7 @@ test: install services chromium lint typecheck migrate-check ## everything CI ru
 	@$(call smoke,bench.chaos,chaos)
 	@$(MAKE) --no-print-directory bench-smoke
 	@$(call smoke,bench.log_queries,bench-log)
+	@$(call smoke,bench.report_queries,bench-report)
 	@$(call smoke,bench.deliver,bench-deliver)
 	@$(call smoke,bench.burst,bench-burst)
 	@$(call smoke,bench.clicks,bench-clicks)
@@ -174,6 +175,9 @@ bench-smoke: install services ## the ingestion benchmark in seconds (make test r
 
 bench-log: install services ## delivery-log queries on 1,000,000 rows: index plans + timings (JSON)
 	@$(RUN) python -m bench.log_queries $(if $(SMOKE),--smoke,)
+
+bench-report: install services ## link taps, summary, funnel and chart queries on 1,000,000 deliveries + clicks (JSON)
+	@$(RUN) python -m bench.report_queries $(if $(SMOKE),--smoke,)
 
 bench-deliver: install services ## delivery benchmark: N comments through one worker process (JSON)
 	@$(RUN) python -m bench.deliver $(if $(SMOKE),--smoke,)

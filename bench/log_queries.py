@@ -77,7 +77,8 @@ _DM_LOGS = """
 INSERT INTO dm_logs (
     workspace_id, account_id, campaign_id, campaign_version, trigger_kind, trigger_id,
     recipient_id, recipient_username, trigger_text, matched_keyword, media_id, deadline_at,
-    created_at, updated_at, pr_state, pr_attempts, pr_attempt_limit, pub_state, pr_error_code)
+    created_at, updated_at, pr_state, pr_attempts, pr_attempt_limit, pub_state, pr_error_code,
+    message_kind, pr_sent_at)
 SELECT ws, acct, camp, 1,
        CASE WHEN h %% 50 = 0 THEN 'message' ELSE 'comment' END,
        'c' || g, (17000000 + (h >> 4) %% 200000)::text, 'fan_' || ((h >> 4) %% 200000),
@@ -90,7 +91,9 @@ SELECT ws, acct, camp, 1,
        'recipe', '1790000000000' || (h %% 50), at + interval '7 days', at, at,
        st, CASE WHEN st IN ('PENDING') THEN 0 ELSE 1 END, 3,
        CASE WHEN (h >> 16) %% 10 < 3 THEN 'SENT' END,
-       CASE WHEN st = 'FAILED' THEN 551 END
+       CASE WHEN st = 'FAILED' THEN 551 END,
+       CASE WHEN (h >> 24) %% 10 = 0 THEN 'opening_dm' ELSE 'reveal' END,
+       CASE WHEN st = 'SENT' THEN at + (h %% 20) * interval '1 second' END
 FROM (
     SELECT g, h, at,
            CASE WHEN big THEN %(ws)s ELSE (%(other_ws)s::bigint[])[slot] END AS ws,

@@ -3,10 +3,11 @@
 `ClickRecorder.record` is all the redirect does about a visit: one line appended to the spool
 (`spool.ClickSpool`), no await. A background task seals the open segment every
 `interval_s` and copies every waiting segment (this process's, another live process's
-sealed ones, a dead process's leftovers) with one `INSERT … SELECT FROM unnest(…)` per file,
-joined to `dm_logs` for the person, campaign and workspace, `ON CONFLICT (click_key) DO
-NOTHING`. When PostgreSQL is down the files stay and the copy is tried again with a growing
-pause (up to `max_backoff_s`): the clicks appear once it is back, each once.
+sealed ones, a dead process's leftovers) with one statement per file
+(`rollup.insert_clicks_sql`: the clicks, joined to `dm_logs` for the person, campaign and
+workspace, `ON CONFLICT (click_key) DO NOTHING`, and the counts the dashboard reads). When
+PostgreSQL is down the files stay and the copy is tried again with a growing pause (up to
+`max_backoff_s`): the clicks appear once it is back, each once.
 
 The click key is a hash of the link's token and the request id (`X-Request-Id` when a proxy
 in front sets one, else a fresh id), so a request replayed by a proxy, or a line copied twice,
@@ -25,6 +26,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.clicks.rollup import UNNEST_SOURCE, insert_clicks_sql
 from app.clicks.spool import ClickSpool
 from app.clicks.tokens import LinkTarget
 from app.clicks.visitors import Visit
@@ -34,18 +36,7 @@ logger = logging.getLogger("oncereply.clicks")
 
 MAX_REQUEST_ID_CHARS = 200
 
-_COPY = (
-    "INSERT INTO link_clicks "
-    "(click_key, dm_log_id, workspace_id, campaign_id, recipient_id, button, visit, clicked_at) "
-    "SELECT u.click_key, d.id, d.workspace_id, d.campaign_id, d.recipient_id, u.button, "
-    "u.visit, u.clicked_at "
-    "FROM unnest(%(keys)s::bytea[], %(ids)s::bigint[], %(buttons)s::smallint[], "
-    "%(visits)s::text[], %(ats)s::timestamptz[]) "
-    "AS u(click_key, dm_log_id, button, visit, clicked_at) "
-    # A click on a link whose delivery was deleted since has nothing to count against.
-    "JOIN dm_logs d ON d.id = u.dm_log_id "
-    "ON CONFLICT (click_key) DO NOTHING"
-)
+_COPY = insert_clicks_sql(UNNEST_SOURCE)
 
 
 @dataclass(frozen=True, slots=True)

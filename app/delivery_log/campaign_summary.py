@@ -1,8 +1,9 @@
 """The per-campaign summary as CSV: one line per campaign of the workspace, what it did.
 
-Counts come from the delivery rows and the link taps in two grouped statements (per campaign,
-no per-row work); a person who tapped several times, or several buttons, counts once in
-`people_tapped`. Cells are made safe the way the log's export makes them (`safe_cell`).
+Counts come from the delivery rows and the kept tap counts (`link_click_hours`) in two
+grouped statements (per campaign, no per-row work); a person who tapped several times, or
+several buttons, counts once in `people_tapped`. Cells are made safe the way the log's export
+makes them (`safe_cell`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ HEADER = [
     "link_previews",
 ]
 
-_SUMMARY = text(
+SUMMARY = text(
     """
 WITH deliveries AS (
     SELECT campaign_id,
@@ -43,11 +44,8 @@ WITH deliveries AS (
            count(*) FILTER (WHERE pr_state = 'SENT' AND message_kind = 'reveal') AS link_sent
     FROM dm_logs WHERE workspace_id = :workspace_id GROUP BY campaign_id
 ), taps AS (
-    SELECT campaign_id,
-           count(*) FILTER (WHERE visit = 'click') AS taps,
-           count(DISTINCT recipient_id) FILTER (WHERE visit = 'click') AS people,
-           count(*) FILTER (WHERE visit = 'preview') AS previews
-    FROM link_clicks WHERE workspace_id = :workspace_id GROUP BY campaign_id
+    SELECT campaign_id, sum(taps) AS taps, sum(people) AS people, sum(previews) AS previews
+    FROM link_click_hours WHERE workspace_id = :workspace_id GROUP BY campaign_id
 )
 SELECT c.name, c.status, a.username,
        COALESCE(d.deliveries, 0), COALESCE(d.sent, 0), COALESCE(d.failed, 0),
@@ -67,7 +65,7 @@ ORDER BY c.created_at, c.id
 
 
 async def summary_csv(session: AsyncSession, workspace_id: int) -> bytes:
-    rows = (await session.execute(_SUMMARY, {"workspace_id": workspace_id})).all()
+    rows = (await session.execute(SUMMARY, {"workspace_id": workspace_id})).all()
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(HEADER)

@@ -1,7 +1,8 @@
 """What a campaign's links were tapped: people, taps and previews, per button and in all.
 
 A person is counted once per campaign however often they tap (`recipient_id`, copied from the
-delivery); every tap counts in `taps`. Preview fetches are shown apart and count in neither.
+delivery; unique by `link_click_people`'s key), and once per button they tapped; every tap
+counts in `taps`. Preview fetches are shown apart and count in neither.
 The click-through rate divides people who tapped by the link DMs sent.
 """
 
@@ -16,21 +17,23 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.campaigns.message_format import buttons_of
 
-# One statement: a row per button, and (GROUPING SETS) the campaign's own row, where a
-# person who tapped two buttons still counts once.
-_CLICKS = text(
+# One statement over the kept counts (`app.clicks.rollup`), a few rows per hour with taps
+# rather than a row per tap: a row per button and (GROUPING SETS) the campaign's own row,
+# where a person who tapped two buttons still counts once (`people`, not `button_people`).
+TAPS_BY_BUTTON = text(
     """
 SELECT button,
-       count(*) FILTER (WHERE visit = 'click') AS taps,
-       count(DISTINCT recipient_id) FILTER (WHERE visit = 'click') AS people,
-       count(*) FILTER (WHERE visit = 'preview') AS previews
-FROM link_clicks
+       COALESCE(sum(taps), 0) AS taps,
+       COALESCE(CASE WHEN GROUPING(button) = 0 THEN sum(button_people) ELSE sum(people) END, 0)
+           AS people,
+       COALESCE(sum(previews), 0) AS previews
+FROM link_click_hours
 WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id
 GROUP BY GROUPING SETS ((button), ())
 ORDER BY button NULLS FIRST
 """
 )
-_LINK_DMS_SENT = text(
+LINK_DMS_SENT = text(
     """
 SELECT count(*) FROM dm_logs
 WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id AND pr_state = 'SENT'
@@ -71,8 +74,8 @@ async def campaign_clicks(
     buttons: Sequence[Mapping[str, Any]],
 ) -> CampaignClicks:
     params = {"workspace_id": workspace_id, "campaign_id": campaign_id}
-    rows = (await session.execute(_CLICKS, params)).all()
-    sent = int((await session.execute(_LINK_DMS_SENT, params)).scalar_one())
+    rows = (await session.execute(TAPS_BY_BUTTON, params)).all()
+    sent = int((await session.execute(LINK_DMS_SENT, params)).scalar_one())
     titles = [b.title or b.url for b in buttons_of(buttons)]
     total = next((row for row in rows if row.button is None), None)
     per_button = {row.button: row for row in rows if row.button is not None}

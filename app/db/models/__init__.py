@@ -8,7 +8,13 @@ from app.db.models.campaigns import (
     CampaignTrigger,
     MatchMode,
 )
-from app.db.models.clicks import LinkClick, LinkVisit
+from app.db.models.clicks import (
+    LinkClick,
+    LinkClickButtonPerson,
+    LinkClickHour,
+    LinkClickPerson,
+    LinkVisit,
+)
 from app.db.models.delivery import (
     AttemptClass,
     CampaignRecipient,
@@ -62,6 +68,9 @@ __all__ = [
     "Leg",
     "LegState",
     "LinkClick",
+    "LinkClickButtonPerson",
+    "LinkClickHour",
+    "LinkClickPerson",
     "LinkVisit",
     "MatchMode",
     "MessageKind",

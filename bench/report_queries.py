@@ -1,0 +1,357 @@
+"""Report queries on a million deliveries and a million link clicks: plans, p50/p95, right counts.
+
+    uv run python -m bench.report_queries            # 1,000,000 dm_logs + 1,000,000 link clicks
+    uv run python -m bench.report_queries --smoke    # 20,000 of each, seconds (make test)
+    uv run python -m bench.report_queries --rows 2000000 --clicks 2000000
+
+Creates a scratch PostgreSQL database migrated to head and drops it afterwards. Deliveries and
+comments are loaded as `bench.log_queries` loads them (90 days, 90 % in one busy workspace,
+one campaign with 40 % of its rows). Clicks go in through the app's own statement
+(`app.clicks.rollup.insert_clicks_sql`, the one the web's click recorder runs), fed by a
+`generate_series` in batches instead of the spool's arrays, so the kept counts are built the
+way production builds them. 1 click in 20 is a preview; a delivery gets ~1.2 clicks on
+average, and the 200,000 commenters come back across deliveries, so people < taps.
+
+Then every statement behind the campaign page's link taps, the summary CSV, the overview and
+the funnel and charts is run with `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)` (the plan must
+read our big tables through an index, never a Seq Scan) and timed `--repeat` times warm
+(p50/p95 in ms). Target: p95 ≤ 50 ms each on one busy 2-core machine; reported, never
+failed on, since a shared machine's timings are not answers.
+
+It fails (exit 1) on wrong answers, and at full size on a bad plan: the counts the page shows
+for each campaign (and each button) must equal a recount of the raw `link_clicks` rows, and
+copying a batch a second time must change nothing. Prints one JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from sqlalchemy import ClauseElement, text
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
+
+from app.clicks.rollup import insert_clicks_sql
+from app.delivery_log import campaign_summary
+from app.delivery_log import clicks as campaign_clicks_module
+from app.delivery_log.clicks import campaign_clicks
+from app.delivery_log.overview import load_overview
+from app.workspaces.time_zone import start_of_day
+from bench.log_queries import load
+from tests.support.infra import TestDatabase
+
+BIG_TABLES = (
+    "dm_logs",
+    "comments",
+    "link_clicks",
+    "link_click_hours",
+    "link_click_people",
+    "link_click_button_people",
+)
+BATCH = 100_000
+
+# Deliveries a click can land on: the link DMs that went out.
+_ELIGIBLE = """
+CREATE TEMPORARY TABLE bench_eligible AS
+SELECT row_number() OVER (ORDER BY id) AS n, id, created_at
+FROM dm_logs WHERE pr_state = 'SENT' AND message_kind = 'reveal'
+"""
+# 70 % of taps on the first button, 20 % the second, 10 % a third; a tap within two hours of
+# the DM (never in the future). `salt` makes a second, different series of clicks.
+_SOURCE = """(
+    SELECT decode(md5(%(salt)s || g), 'hex') AS click_key, e.id AS dm_log_id,
+           (CASE WHEN h %% 10 < 7 THEN 0 WHEN h %% 10 < 9 THEN 1 ELSE 2 END)::smallint AS button,
+           CASE WHEN (h >> 8) %% 20 = 0 THEN 'preview' ELSE 'click' END AS visit,
+           least(e.created_at + ((h >> 4) %% 7200) * interval '1 second', now()) AS clicked_at
+    FROM (SELECT g, hashint4(g + 11)::bigint & 2147483647 AS h
+          FROM generate_series(%(low)s::int, %(high)s::int) g) r
+    JOIN bench_eligible e ON e.n = 1 + r.h %% %(eligible)s
+) AS u"""
+_INSERT = insert_clicks_sql(_SOURCE)
+
+# A recount from the raw rows, per campaign and button and per campaign, to check the kept counts.
+_RECOUNT = """
+SELECT campaign_id, button,
+       count(*) FILTER (WHERE visit = 'click') AS taps,
+       count(DISTINCT recipient_id) FILTER (WHERE visit = 'click') AS people,
+       count(*) FILTER (WHERE visit = 'preview') AS previews
+FROM link_clicks WHERE campaign_id IS NOT NULL
+GROUP BY GROUPING SETS ((campaign_id, button), (campaign_id))
+"""
+_HOURS_RECOUNT = """
+SELECT count(*) FROM (
+    SELECT campaign_id, date_trunc('hour', clicked_at, 'UTC') AS hour, button,
+           count(*) FILTER (WHERE visit = 'click') AS taps,
+           count(*) FILTER (WHERE visit = 'preview') AS previews
+    FROM link_clicks WHERE campaign_id IS NOT NULL GROUP BY 1, 2, 3
+) raw FULL JOIN link_click_hours h USING (campaign_id, hour, button)
+WHERE raw.taps IS DISTINCT FROM h.taps OR raw.previews IS DISTINCT FROM h.previews
+"""
+
+
+def load_clicks(url: str, clicks: int, salt: str = "click ") -> dict[str, Any]:
+    started = time.perf_counter()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(_ELIGIBLE)
+        eligible = conn.execute("SELECT count(*) FROM bench_eligible").fetchone()
+        count = int(eligible[0]) if eligible else 0
+        for low in range(1, clicks + 1, BATCH):
+            high = min(low + BATCH - 1, clicks)
+            params = {"salt": salt, "low": low, "high": high, "eligible": count}
+            conn.execute(_INSERT, params)
+        conn.execute("ANALYZE link_clicks, link_click_hours, link_click_people, "
+                     "link_click_button_people")  # fmt: skip
+        sizes = {
+            "link_clicks": _scalar(conn, "SELECT count(*) FROM link_clicks"),
+            "link_click_hours": _scalar(conn, "SELECT count(*) FROM link_click_hours"),
+            "link_click_people": _scalar(conn, "SELECT count(*) FROM link_click_people"),
+        }
+    return {"seconds": round(time.perf_counter() - started, 1), "rows": sizes}
+
+
+def _scalar(conn: psycopg.Connection[Any], sql: str) -> int:
+    row = conn.execute(sql).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _walk(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _walk(child)
+
+
+def judge(plan: dict[str, Any], whole: tuple[str, ...] = ()) -> tuple[bool, list[str]]:
+    """No Seq Scan on a big table, but on those in `whole` (a statement that reads all of a
+    busy workspace's rows, where reading the table in order is the right plan)."""
+    nodes = [n for n in _walk(plan) if n.get("Relation Name") in BIG_TABLES or n.get("Index Name")]
+    seq = [n for n in nodes if n["Node Type"] == "Seq Scan" and n.get("Relation Name") not in whole]
+    summary = [
+        " ".join(
+            part
+            for part in (
+                n["Node Type"],
+                n.get("Index Name", ""),
+                f"on {n['Relation Name']}" if n.get("Relation Name") else "",
+            )
+            if part
+        )
+        for n in nodes
+    ]
+    return not seq, summary
+
+
+def _percentiles(times: list[float]) -> dict[str, float]:
+    ordered = sorted(times)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return {
+        "ms_p50": round(statistics.median(ordered), 2),
+        "ms_p95": round(p95, 2),
+        "ms_max": round(ordered[-1], 2),
+    }
+
+
+async def measure_statement(
+    engine: AsyncEngine,
+    view: str,
+    name: str,
+    stmt: ClauseElement,
+    repeat: int,
+    *,
+    whole: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    compiled = stmt.compile(dialect=engine.dialect, compile_kwargs={"render_postcompile": True})
+    sql, params = str(compiled), compiled.params
+    async with engine.connect() as conn:
+        explained = (
+            await conn.exec_driver_sql("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, params)
+        ).scalar_one()
+        times, found = [], 0
+        for _ in range(repeat):
+            started = time.perf_counter()
+            found = len((await conn.exec_driver_sql(sql, params)).all())
+            times.append((time.perf_counter() - started) * 1000)
+    report = explained[0] if isinstance(explained, list) else json.loads(explained)[0]
+    ok, nodes = judge(report["Plan"], whole)
+    return {
+        "view": view,
+        "name": name,
+        "ok": ok,
+        "rows": found,
+        **_percentiles(times),
+        "plan_ms": round(float(report.get("Execution Time", 0.0)), 2),
+        "plan": nodes,
+    }
+
+
+async def measure_call(
+    engine: AsyncEngine,
+    view: str,
+    name: str,
+    call: Callable[[AsyncSession], Awaitable[Any]],
+    repeat: int,
+) -> dict[str, Any]:
+    """A whole app function (several statements, Python around them), timed as the page calls it."""
+    times = []
+    async with AsyncSession(engine) as session:
+        for _ in range(repeat):
+            started = time.perf_counter()
+            await call(session)
+            times.append((time.perf_counter() - started) * 1000)
+    return {"view": view, "name": name, "ok": True, **_percentiles(times)}
+
+
+async def check_counts(engine: AsyncEngine, workspaces: dict[int, int]) -> list[str]:
+    """The page's numbers for every campaign against a recount of the raw rows."""
+    wrong: list[str] = []
+    async with AsyncSession(engine) as session:
+        raw = (await session.execute(text(_RECOUNT))).all()
+        expected: dict[int, dict[int | None, tuple[int, int, int]]] = {}
+        for campaign_id, button, taps, people, previews in raw:
+            expected.setdefault(campaign_id, {})[button] = (taps, people, previews)
+        for campaign_id, by_button in expected.items():
+            shown = await campaign_clicks(
+                session,
+                workspace_id=workspaces[campaign_id],
+                campaign_id=campaign_id,
+                buttons=[],
+            )
+            got: dict[int | None, tuple[int, int, int]] = {
+                None: (shown.taps, shown.people, shown.previews)
+            }
+            for b in shown.buttons:
+                got[b.button] = (b.taps, b.people, by_button.get(b.button, (0, 0, 0))[2])
+            if got != by_button:
+                wrong.append(f"campaign {campaign_id}: page {got} != rows {by_button}")
+        hours_off = (await session.execute(text(_HOURS_RECOUNT))).scalar_one()
+        if hours_off:
+            wrong.append(f"{hours_off} (campaign, hour, button) counts differ from the rows")
+    return wrong
+
+
+async def run(url: str, world: dict[str, Any], repeat: int) -> dict[str, Any]:
+    engine = create_async_engine(url, pool_size=2)
+    ws = world["workspace_id"]
+    busy, small = world["campaigns"][0], world["campaigns"][7]
+    results: list[dict[str, Any]] = []
+    try:
+        for label, campaign in (("busy campaign (40% of rows)", busy), ("small campaign", small)):
+            params = {"workspace_id": ws, "campaign_id": campaign}
+            results.append(
+                await measure_statement(
+                    engine,
+                    "campaign page",
+                    f"link taps per button + people, {label}",
+                    campaign_clicks_module.TAPS_BY_BUTTON.bindparams(**params),
+                    repeat,
+                )
+            )
+            results.append(
+                await measure_statement(
+                    engine,
+                    "campaign page",
+                    f"link DMs sent, {label}",
+                    campaign_clicks_module.LINK_DMS_SENT.bindparams(**params),
+                    repeat,
+                )
+            )
+
+            async def page(session: AsyncSession, campaign: int = campaign) -> Any:
+                return await campaign_clicks(
+                    session, workspace_id=ws, campaign_id=campaign, buttons=[]
+                )
+
+            results.append(
+                await measure_call(
+                    engine, "campaign page", f"campaign_clicks(), {label}", page, repeat
+                )
+            )
+        results.append(
+            await measure_statement(
+                engine,
+                "summary CSV",
+                "per-campaign summary (deliveries + taps)",
+                campaign_summary.SUMMARY.bindparams(workspace_id=ws),
+                repeat,
+                # Every delivery of the workspace is counted (a download, not a page); the
+                # taps come from the kept counts.
+                whole=("dm_logs",),
+            )
+        )
+
+        async def overview(session: AsyncSession) -> Any:
+            return await load_overview(session, ws, start_of_day(UTC))
+
+        results.append(await measure_call(engine, "overview", "load_overview()", overview, repeat))
+        wrong = await check_counts(engine, world["campaign_workspace"])
+    finally:
+        await engine.dispose()
+    return {"queries": results, "wrong": wrong}
+
+
+def _campaign_workspaces(url: str) -> dict[int, int]:
+    with psycopg.connect(url) as conn:
+        return {int(c): int(w) for c, w in conn.execute("SELECT id, workspace_id FROM campaigns")}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="20,000 rows of each, for CI")
+    parser.add_argument("--rows", type=int, default=1_000_000, help="deliveries (and comments)")
+    parser.add_argument("--clicks", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    rows, clicks = (20_000, 20_000) if args.smoke else (args.rows, args.clicks)
+    database = TestDatabase.create()
+    try:
+        database.migrate()
+        world = load(database.url, rows)
+        loaded = load_clicks(database.url, clicks)
+        # The same clicks again (a spool copied twice): nothing may change.
+        again = load_clicks(database.url, min(clicks, BATCH))
+        world["campaign_workspace"] = _campaign_workspaces(database.url)
+        url = database.url.replace("postgresql://", "postgresql+psycopg://", 1)
+        measured = asyncio.run(run(url, world, 5 if args.smoke else args.repeat))
+    finally:
+        database.drop()
+    wrong = list(measured["wrong"])
+    if again["rows"] != loaded["rows"]:
+        wrong.append(f"copying clicks again changed the tables: {loaded['rows']} → {again['rows']}")
+    bad_plans = [q["name"] for q in measured["queries"] if not q["ok"]]
+    slow = [q["name"] for q in measured["queries"] if q["ms_p95"] > 50]
+    print(
+        json.dumps(
+            {
+                "bench": "report_queries",
+                "mode": "smoke" if args.smoke else "full",
+                "dm_logs_rows": rows,
+                "link_clicks": clicks,
+                "load_s": world["load_s"],
+                "index_build_s": world["index_s"],
+                "clicks_load_s": loaded["seconds"],
+                "table_rows": loaded["rows"],
+                "target_ms_p95": 50,
+                "over_target": slow,
+                "ok": not wrong and (args.smoke or not bad_plans),
+                "wrong_answers": wrong,
+                "bad_plans": bad_plans,
+                "queries": measured["queries"],
+                "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            },
+            indent=2,
+            default=str,
+        )
+    )
+    # A smoke-sized table may rightly be read whole: plans fail the full run only.
+    return 1 if wrong or (bad_plans and not args.smoke) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
