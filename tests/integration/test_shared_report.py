@@ -19,10 +19,11 @@ from litestar.testing import AsyncTestClient
 from sqlalchemy import text, update
 
 from app.asgi import create_app
+from app.clicks.recorder import SpooledClick, copy_clicks
+from app.clicks.visitors import Visit
 from app.db.models import (
     Campaign,
     LegState,
-    LinkClick,
     LinkVisit,
     MissReason,
     Role,
@@ -120,20 +121,20 @@ async def _seed(resources: Resources, creator: Creator) -> None:
         (sent_b, FAN_IDS[1], LinkVisit.CLICK),
         (sent_b, FAN_IDS[1], LinkVisit.PREVIEW),
     ]
-    async with resources.sessionmaker() as session, session.begin():
-        for n, (dm_log_id, recipient, visit) in enumerate(visits):
-            session.add(
-                LinkClick(
-                    click_key=hashlib.sha256(f"click-{n}".encode()).digest(),
-                    dm_log_id=dm_log_id,
-                    workspace_id=creator.workspace_id,
-                    campaign_id=creator.campaign_id,
-                    recipient_id=recipient,
-                    button=0,
-                    visit=visit,
-                    clicked_at=datetime.now(UTC),
-                )
+    # Recorded as the redirect's copier records them (the rows and the kept counts).
+    await copy_clicks(
+        resources.engine,
+        [
+            SpooledClick(
+                key=hashlib.sha256(f"click-{n}".encode()).digest()[:16],
+                dm_log_id=dm_log_id,
+                button=0,
+                visit=Visit(visit.value),
+                at=datetime.now(UTC),
             )
+            for n, (dm_log_id, _recipient, visit) in enumerate(visits)
+        ],
+    )
 
 
 def _stat(html: str, stat_id: str) -> str:
