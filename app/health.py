@@ -100,18 +100,29 @@ async def _redis(resources: Resources) -> dict[str, Any]:
 
 
 async def _queue(resources: Resources) -> dict[str, Any]:
-    queued = await resources.queue.count("queued")
-    active = await resources.queue.count("active")
-    incomplete = await resources.queue.count("incomplete")
-    stuck = queued >= STUCK_QUEUE_DEPTH and active == 0
+    """The queue's depth over every lane, and each lane's; stuck when any lane is."""
+    lanes: dict[str, dict[str, int]] = {}
+    stuck = False
+    for queue in resources.queue.lanes:
+        queued = await queue.count("queued")
+        active = await queue.count("active")
+        incomplete = await queue.count("incomplete")
+        lanes[queue.lane.value] = {
+            "queued": queued,
+            "active": active,
+            "scheduled": max(0, incomplete - queued - active),
+        }
+        stuck = stuck or (queued >= STUCK_QUEUE_DEPTH and active == 0)
     return {
         "ok": not stuck,
         "name": resources.queue.name,
-        "queued": queued,
-        "active": active,
-        "scheduled": max(0, incomplete - queued - active),
+        **{part: sum(lane[part] for lane in lanes.values()) for part in _QUEUE_PARTS},
+        "lanes": lanes,
         **({"error": "jobs are waiting and none is running"} if stuck else {}),
     }
+
+
+_QUEUE_PARTS = ("queued", "active", "scheduled")
 
 
 async def _workers(resources: Resources) -> dict[str, Any]:

@@ -47,7 +47,8 @@ _ACCOUNTS = text(
 class SharedState:
     """What a scrape reads from Redis and PostgreSQL; a part it could not read is left out."""
 
-    queue: dict[str, int] = field(default_factory=dict)
+    # (lane, state) → jobs
+    queue: dict[tuple[str, str], int] = field(default_factory=dict)
     workers: int | None = None
     backlog: list[tuple[str, str, int]] = field(default_factory=list)
     budget_used: list[tuple[str, str, int]] = field(default_factory=list)
@@ -76,17 +77,16 @@ async def read_shared_state(resources: Resources) -> SharedState:
 
 
 async def _queue(resources: Resources, state: SharedState) -> None:
-    queue = resources.queue
-    queued, active, incomplete = (
-        await queue.count("queued"),
-        await queue.count("active"),
-        await queue.count("incomplete"),
-    )
-    state.queue = {
-        "queued": queued,
-        "active": active,
-        "scheduled": max(0, incomplete - queued - active),
-    }
+    for queue in resources.queue.lanes:
+        queued, active, incomplete = (
+            await queue.count("queued"),
+            await queue.count("active"),
+            await queue.count("incomplete"),
+        )
+        lane = queue.lane.value
+        state.queue[(lane, "queued")] = queued
+        state.queue[(lane, "active")] = active
+        state.queue[(lane, "scheduled")] = max(0, incomplete - queued - active)
 
 
 async def _workers(resources: Resources, state: SharedState) -> None:
@@ -124,10 +124,13 @@ class _SharedStateCollector(Collector):
     def collect(self) -> Iterable[GaugeMetricFamily]:
         state = self.state
         queue = GaugeMetricFamily(
-            "oncereply_queue_jobs", "Jobs on the queue by state, now", labels=["state"]
+            "oncereply_queue_jobs",
+            "Jobs on the queue by lane (work: deliveries; control: ingest, pacer, relays) "
+            "and state, now",
+            labels=["lane", "state"],
         )
-        for name, count in state.queue.items():
-            queue.add_metric([name], count)
+        for (lane, name), count in state.queue.items():
+            queue.add_metric([lane, name], count)
         yield queue
         if state.workers is not None:
             yield GaugeMetricFamily(

@@ -68,6 +68,9 @@ class Settings:
     # public addresses, unless this lets it ask the loopback interface (development, tests).
     image_check_allow_loopback: bool = False
     image_check_timeout_s: float = 5.0
+    # Control-lane jobs (ingest, the pacer, the relays) one worker runs at once besides its
+    # WORKER_CONCURRENCY deliveries (app.queue.options.Lane).
+    worker_control_concurrency: int = 4
 
     @property
     def cookie_secure(self) -> bool:
@@ -118,6 +121,9 @@ def load_settings(
             "WEBHOOK_MAX_BODY_BYTES", _int_between(1024, 64 * 1024 * 1024), 4 * 1024 * 1024
         ),
         worker_concurrency=reader.optional("WORKER_CONCURRENCY", _int_between(1, 1000), 32),
+        worker_control_concurrency=reader.optional(
+            "WORKER_CONTROL_CONCURRENCY", _int_between(1, 100), 4
+        ),
         queue_name=reader.optional("QUEUE_NAME", _parse_queue_name, "delivery"),
         log_level=reader.optional("LOG_LEVEL", _parse_log_level, "INFO"),
         click_spool_dir=reader.optional("CLICK_SPOOL_DIR", _non_empty, "var/clicks"),

@@ -437,7 +437,7 @@ def worker_process() -> int:
         job = ctx.get("job")
         jobs[str(getattr(job, "function", "?"))] += 1
 
-    built.after_process = [*(built.after_process or []), count_job]
+    built.add_after_process(count_job)
     try:
         asyncio.run(built.start())
     finally:

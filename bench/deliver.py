@@ -334,7 +334,7 @@ def worker_process() -> int:
         cpu.setdefault("first", time.process_time())
         cpu["last"] = time.process_time()
 
-    built.after_process = [*(built.after_process or []), count_job]
+    built.add_after_process(count_job)
     profile_to = os.environ.get("BENCH_PROFILE")
     try:
         if profile_to:

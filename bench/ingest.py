@@ -46,6 +46,7 @@ from typing import Any, Literal
 
 import psycopg
 
+from app.queue import Lane, lane_queue_name
 from bench.http_load import LoadResult, closed_loop, open_loop, render_request
 from tests.support.infra import TestDatabase, TestRedis, base_env
 from tests.support.processes import Service, free_port, start_web, wait_until
@@ -54,6 +55,8 @@ ACCOUNT_IG_ID = "17841400000000001"
 MEDIA_ID = "17900000000000001"
 SECRET = b"test-instagram-app-secret"  # base_env's INSTAGRAM_APP_SECRET
 INGEST_QUEUE = "bench-ingest"
+# The web enqueues ingest jobs in the control lane of INGEST_QUEUE (app.queue.Lane).
+INGEST_LANE = lane_queue_name(INGEST_QUEUE, Lane.CONTROL)
 # The fan-out worker enqueues delivery jobs here, where nothing consumes them: the bench
 # measures ingest, not sending.
 DELIVERY_QUEUE = "bench-deliveries"
@@ -226,7 +229,7 @@ def fanout(env: dict[str, str], database_url: str, redis_url: str, log_dir: Path
     def drained() -> bool:
         if not worker.running:
             raise RuntimeError(f"the fan-out worker died:\n{worker.output()[-3000:]}")
-        jobs_left = job_count(redis_url, INGEST_QUEUE, "incomplete")
+        jobs_left = job_count(redis_url, INGEST_LANE, "incomplete")
         return jobs_left == 0 and counts(database_url)["events_waiting"] == 0
 
     try:
@@ -238,7 +241,7 @@ def fanout(env: dict[str, str], database_url: str, redis_url: str, log_dir: Path
     timing = _worker_report(worker)
     after = counts(database_url)
     delivery_jobs = job_count(redis_url, DELIVERY_QUEUE, "queued")
-    ingest_left = job_count(redis_url, INGEST_QUEUE, "incomplete")
+    ingest_left = job_count(redis_url, INGEST_LANE, "incomplete")
     comments = after["comments"] - before["comments"]
     seconds = timing["seconds"]
     return {
@@ -308,7 +311,7 @@ async def run_fanout_worker() -> None:
 
     # Typed as worker/runner.py's DrainingWorker is: our jobs take a plain dict context.
     worker = Worker[Any](
-        open_queue(settings, JOB_OPTIONS),
+        open_queue(settings, JOB_OPTIONS).of_lane(Lane.CONTROL),
         functions=[ingest_event],
         concurrency=settings.worker_concurrency,
         startup=startup,

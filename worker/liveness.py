@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
@@ -77,13 +78,15 @@ class OrphanWatch:
         return taken_over
 
 
-async def watch_for_orphans(queue: Queue, redis: Redis, stopping: asyncio.Event) -> None:
-    """Look at once (a restarted worker takes over its predecessor's jobs), then every beat."""
-    watch = OrphanWatch()
+async def watch_for_orphans(queues: Sequence[Queue], redis: Redis, stopping: asyncio.Event) -> None:
+    """Look at once (a restarted worker takes over its predecessor's jobs), then every beat,
+    in every lane's queue."""
+    watches = [(queue, OrphanWatch()) for queue in queues]
     while not stopping.is_set():
-        try:
-            await watch.look(queue, redis)
-        except Exception:  # Redis may be restarting; the next look will do
-            logger.warning("could not look for jobs of dead workers", exc_info=True)
+        for queue, watch in watches:
+            try:
+                await watch.look(queue, redis)
+            except Exception:  # Redis may be restarting; the next look will do
+                logger.warning("could not look for jobs of dead workers", exc_info=True)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stopping.wait(), timeout=HEARTBEAT_INTERVAL_S)

@@ -1,6 +1,12 @@
 """Builds and runs the SAQ worker from the job registry (`app.jobs.registry`): its functions,
 their options and crons; resources at startup, a heartbeat, a clean stop on SIGTERM.
 
+A worker process consumes every lane (`app.queue.Lane`): one SAQ worker per lane's queue,
+the work lane's `WORKER_CONCURRENCY` slots and the control lane's
+`WORKER_CONTROL_CONCURRENCY`, sharing the process's resources, heartbeat and worker id (so
+the orphan watch knows whose jobs they are). The work lane's worker is the one started and
+stopped; it starts the others once its resources are open and drains them with its own.
+
 The worker refuses to start when the registry disagrees with itself (`registry_problems`):
 a job SAQ could not find a function for would fail on every run instead.
 
@@ -33,7 +39,7 @@ from app.heartbeat import (
 )
 from app.jobs.registry import JOBS, RegisteredJob, registry_problems
 from app.metrics import worker_metrics
-from app.queue import open_queue
+from app.queue import JobQueue, Lane, open_queue
 from app.queue.saq_adapter import running_job_tasks, stop_event
 from app.resources import Resources
 from app.settings import Settings
@@ -60,18 +66,40 @@ class DrainingWorker(Worker[Any]):
     def __init__(self, *args: Any, drain_timeout_s: float, **kwargs: Any) -> None:
         super().__init__(*args, shutdown_grace_period_s=None, **kwargs)
         self.drain_timeout_s = drain_timeout_s
+        # The other lanes' workers, started by this one's startup and stopped with it.
+        self.companions: list[LaneWorker] = []
+
+    @property
+    def lanes(self) -> list[Worker[Any]]:
+        """This worker and its companions: one per lane."""
+        return [self, *self.companions]
+
+    def add_after_process(self, hook: Any) -> None:
+        """Run `hook(ctx)` after every job of every lane (the benches count jobs so)."""
+        for worker in self.lanes:
+            worker.after_process = [*(worker.after_process or []), hook]
 
     async def stop(self) -> None:
-        stop_event(self).set()
+        for worker in self.lanes:
+            stop_event(worker).set()
         deadline = time.monotonic() + self.drain_timeout_s
         # Loop because an idle dequeue may still hand over a job while we wait.
         while True:
-            running = running_job_tasks(self)
+            running = [task for worker in self.lanes for task in running_job_tasks(worker)]
             remaining = deadline - time.monotonic()
             if not running or remaining <= 0:
                 break
             await asyncio.wait(running, timeout=remaining)
+        for companion in self.companions:
+            await companion.stop()
         await super().stop()
+
+
+class LaneWorker(DrainingWorker):
+    """Another lane's worker in the same process: the work lane's worker starts it, handles
+    the signals and drains it (so it waits for nothing of its own when stopped)."""
+
+    SIGNALS: list[Any] = []  # noqa: RUF012 - SAQ's class attribute; the process's are the work lane's
 
 
 def build_worker(
@@ -85,6 +113,7 @@ def build_worker(
     if problems:
         raise WorkerConfigError("; ".join(problems))
     options = {job.name: job.options for job in jobs}
+    control_slots = settings.worker_control_concurrency
 
     identity = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
@@ -96,11 +125,11 @@ def build_worker(
         resources = await Resources.open(
             settings,
             jobs=options,
-            db_pool_size=min(settings.worker_concurrency, 20),
+            db_pool_size=min(settings.worker_concurrency + control_slots, 20),
             # Every running job may hold a connection while the heartbeat, the orphan watcher
             # and a delivery's fresh recording connection want theirs: a pool smaller than the
             # concurrency makes jobs wait out the pool's timeout at start-up under a burst.
-            db_max_overflow=max(10, settings.worker_concurrency - 20 + 8),
+            db_max_overflow=max(10, settings.worker_concurrency + control_slots - 20 + 8),
             db_pre_ping=False,
         )
         if settings.worker_metrics_port is not None:
@@ -124,9 +153,15 @@ def build_worker(
         task = asyncio.create_task(_heartbeat_loop(state, stopping, draining_s), name="heartbeat")
         state.background.add(task)
         watcher = asyncio.create_task(
-            watch_for_orphans(resources.queue, resources.redis, stopping), name="orphans"
+            watch_for_orphans(resources.queue.lanes, resources.redis, stopping), name="orphans"
         )
         state.background.add(watcher)
+        worker = ctx["worker"]
+        for companion in worker.companions:
+            companion.context["state"] = state
+            state.background.add(
+                asyncio.create_task(companion.start(), name=f"lane {companion.queue.name}")
+            )
         logger.info("worker %s started (concurrency %d)", identity, settings.worker_concurrency)
 
     async def shutdown(ctx: dict[str, Any]) -> None:
@@ -146,31 +181,64 @@ def build_worker(
         if error:
             state.last_error = str(error).strip().splitlines()[-1][:300]
 
-    # Crons are enqueued by SAQ's scheduler through this queue, which stamps their options
-    # as it does every job's; the CronJob carries the same ones.
+    # Crons are enqueued by SAQ's scheduler through their lane's queue, which stamps their
+    # options as it does every job's; the CronJob carries the same ones. Every lane's worker
+    # knows every function, so a job queued in another lane by an earlier version still runs.
     queue = open_queue(settings, options)
-    cron_jobs = [
-        CronJob(
-            job.function,
-            cron=job.cron,
-            timeout=job.options.timeout_for(settings.send_timeout_s),
-            retries=job.options.retries,
-            ttl=job.options.ttl,
-        )
-        for job in jobs
-        if job.cron is not None
-    ]
-    return DrainingWorker(
+
+    def crons_of(lane: Lane) -> list[CronJob[Any]]:
+        return [
+            CronJob(
+                job.function,
+                cron=job.cron,
+                timeout=job.options.timeout_for(settings.send_timeout_s),
+                retries=job.options.retries,
+                ttl=job.options.ttl,
+            )
+            for job in jobs
+            if job.cron is not None and job.options.lane is lane
+        ]
+
+    functions = [job.function for job in jobs]
+    # In-flight sends get the time to finish and record their outcome before we exit.
+    drain_timeout_s = settings.send_timeout_s + 5
+    worker = DrainingWorker(
         queue,
-        functions=[job.function for job in jobs],
+        functions=functions,
         id=identity,
         concurrency=settings.worker_concurrency,
-        cron_jobs=cron_jobs,
+        cron_jobs=crons_of(Lane.WORK),
         startup=startup,
         shutdown=shutdown,
         after_process=after_process,
-        # In-flight sends get the time to finish and record their outcome before we exit.
-        drain_timeout_s=settings.send_timeout_s + 5,
+        drain_timeout_s=drain_timeout_s,
+        cancellation_hard_deadline_s=2.0,
+    )
+    worker.companions = [
+        _lane_worker(lane_queue, functions, identity, control_slots, crons_of(lane_queue.lane))
+        for lane_queue in queue.lanes
+        if lane_queue.lane is not Lane.WORK
+    ]
+    for companion in worker.companions:
+        companion.after_process = worker.after_process
+    return worker
+
+
+def _lane_worker(
+    queue: JobQueue,
+    functions: list[Any],
+    identity: str,
+    concurrency: int,
+    crons: list[CronJob[Any]],
+) -> LaneWorker:
+    return LaneWorker(
+        queue,
+        functions=functions,
+        id=identity,
+        concurrency=concurrency,
+        cron_jobs=crons,
+        # The work lane's worker drains this one's jobs with its own before stopping it.
+        drain_timeout_s=0,
         cancellation_hard_deadline_s=2.0,
     )
 

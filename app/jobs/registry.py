@@ -10,6 +10,11 @@ without exactly one entry, or a function SAQ would register under another name.
 Delivery jobs are never retried by SAQ (`retries=1`, the default): their attempt budget lives
 in the dm_logs row, where no new job id can reset it. A job that calls Meta declares how many
 calls one run makes (`meta_calls`), so its timeout grows with SEND_TIMEOUT_S.
+
+The control lane (`Lane.CONTROL`) holds the short jobs that turn arrivals into work and keep
+it moving: ingest, the pacer, the relays and the sweeps. None calls Meta, none runs long, so
+a worker's few control slots are free for them however deep the deliveries queue; anything
+that calls Meta or may run for minutes stays in the work lane.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from types import MappingProxyType
 from typing import Any
 
 from app.jobs import handlers
-from app.queue import JobName, JobOptions
+from app.queue import JobName, JobOptions, Lane
 
 JobFunction = Callable[..., Awaitable[Any]]
 
@@ -41,11 +46,14 @@ JOBS: tuple[RegisteredJob, ...] = (
     RegisteredJob(
         JobName.INGEST_EVENT,
         handlers.ingest_event,
-        JobOptions(timeout=120, retries=5, retry_delay=1.0, retry_backoff=60.0),
+        JobOptions(timeout=120, retries=5, retry_delay=1.0, retry_backoff=60.0, lane=Lane.CONTROL),
     ),
     # Re-enqueues stored webhook events whose ingest job never reached Redis.
     RegisteredJob(
-        JobName.OUTBOX_RELAY, handlers.outbox_relay, JobOptions(timeout=60), "* * * * * */20"
+        JobName.OUTBOX_RELAY,
+        handlers.outbox_relay,
+        JobOptions(timeout=60, lane=Lane.CONTROL),
+        "* * * * * */20",
     ),
     # The public reply, the private reply and its plain-text fallback, and a token refresh
     # after a 190; besides them a few statements, and retrying the record for a few seconds.
@@ -53,7 +61,9 @@ JOBS: tuple[RegisteredJob, ...] = (
         JobName.PROCESS_COMMENT, handlers.process_comment, JobOptions(timeout=30, meta_calls=4)
     ),
     # An account's private-reply pacer: statements and Redis scripts, no call to Meta.
-    RegisteredJob(JobName.PACE_ACCOUNT, handlers.pace_account, JobOptions(timeout=60)),
+    RegisteredJob(
+        JobName.PACE_ACCOUNT, handlers.pace_account, JobOptions(timeout=60, lane=Lane.CONTROL)
+    ),
     # DMs to a person's IGSID (app/delivery/send/dm_flow.py): button taps, DM keyword triggers
     # and follow-ups. A follow check, the message and its fallback, a token refresh.
     RegisteredJob(
@@ -75,11 +85,14 @@ JOBS: tuple[RegisteredJob, ...] = (
     RegisteredJob(
         JobName.SWEEP_STALE_CLAIMS,
         handlers.sweep_stale_claims,
-        JobOptions(timeout=60),
+        JobOptions(timeout=60, lane=Lane.CONTROL),
         "* * * * * */15",
     ),
     RegisteredJob(
-        JobName.RELAY_DUE_WORK, handlers.relay_due_work, JobOptions(timeout=120), "* * * * * */30"
+        JobName.RELAY_DUE_WORK,
+        handlers.relay_due_work,
+        JobOptions(timeout=120, lane=Lane.CONTROL),
+        "* * * * * */30",
     ),
     RegisteredJob(
         JobName.REFRESH_TOKENS, handlers.refresh_tokens, JobOptions(timeout=600), "5 5 * * *"
@@ -91,7 +104,7 @@ JOBS: tuple[RegisteredJob, ...] = (
     RegisteredJob(
         JobName.RECONCILE_COMMENTS,
         handlers.reconcile_comments,
-        JobOptions(timeout=60),
+        JobOptions(timeout=60, lane=Lane.CONTROL),
         "* * * * * */15",
     ),
     RegisteredJob(JobName.RECONCILE_ACCOUNT, handlers.reconcile_account, JobOptions(timeout=300)),

@@ -10,20 +10,25 @@ from app.queue.enqueue import (
     JobQueue,
     QueueNotConfiguredError,
     UnknownJobError,
+    WrongLaneError,
     enqueue,
     enqueue_many,
+    lane_queue_name,
     open_queue,
 )
 from app.queue.names import JobName
-from app.queue.options import JobOptions
+from app.queue.options import JobOptions, Lane
 
 __all__ = [
     "JobName",
     "JobOptions",
     "JobQueue",
+    "Lane",
     "QueueNotConfiguredError",
     "UnknownJobError",
+    "WrongLaneError",
     "enqueue",
     "enqueue_many",
+    "lane_queue_name",
     "open_queue",
 ]

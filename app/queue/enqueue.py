@@ -7,6 +7,9 @@ stamps them on every job it enqueues, through SAQ's own enqueue (crons included)
 `enqueue_many`'s pipeline alike, with the timeout for this process's send timeout; the worker
 that runs the job is configured alike. The web enqueues jobs and never imports the worker.
 
+The queue is one SAQ queue per lane (`Lane`): `enqueue` and `enqueue_many` put a job on its
+lane's queue, and a lane's queue refuses a job of another lane (`WrongLaneError`).
+
 Nothing falls back to SAQ's defaults (10 s, no retry): `enqueue` and `enqueue_many` refuse a
 queue not opened by `open_queue` (`QueueNotConfiguredError`), and the queue refuses a job
 whose name it has no options for (`UnknownJobError`).
@@ -26,7 +29,7 @@ from saq.queue.redis import RedisQueue
 
 from app.queue import saq_adapter
 from app.queue.names import JobName
-from app.queue.options import JobOptions
+from app.queue.options import JobOptions, Lane
 from app.settings import Settings
 
 
@@ -38,8 +41,22 @@ class UnknownJobError(LookupError):
     """A job was enqueued under a name the queue has no options for."""
 
 
+class WrongLaneError(LookupError):
+    """A job was put on the SAQ queue of a lane it does not run in."""
+
+
+def lane_queue_name(base: str, lane: Lane) -> str:
+    """The SAQ queue of `lane`: the work lane keeps the configured name (`QUEUE_NAME`), so the
+    deliveries already queued under it are still found after an upgrade."""
+    return base if lane is Lane.WORK else f"{base}-{lane.value}"
+
+
 class JobQueue(RedisQueue):
-    """A SAQ Redis queue that stamps each job it enqueues with the options of its name."""
+    """A SAQ Redis queue for one lane that stamps each job it enqueues with the options of its
+    name, and knows its sibling lanes: `lane_for` gives the queue a job of a name goes to.
+
+    `open_queue` gives the work lane's queue, which connects and disconnects the others.
+    """
 
     def __init__(
         self,
@@ -48,18 +65,61 @@ class JobQueue(RedisQueue):
         name: str,
         options: Mapping[JobName, JobOptions],
         send_timeout_s: float,
+        lane: Lane = Lane.WORK,
     ) -> None:
         super().__init__(redis, name=name)
+        self.lane = lane
         self.options: dict[str, JobOptions] = {str(job): spec for job, spec in options.items()}
         self.send_timeout_s = send_timeout_s
+        self._lanes: dict[Lane, JobQueue] = {lane: self}
+        self._siblings: list[JobQueue] = []
         self.register_before_enqueue(self._stamp)
 
-    async def _stamp(self, job: Job) -> None:
-        options = self.options.get(job.function)
+    @property
+    def lanes(self) -> tuple[JobQueue, ...]:
+        """Every lane's queue, the work lane first."""
+        return tuple(self._lanes[lane] for lane in Lane if lane in self._lanes)
+
+    def of_lane(self, lane: Lane) -> JobQueue:
+        """The queue of `lane`."""
+        return self._lanes[lane]
+
+    def lane_for(self, name: str) -> JobQueue:
+        """The queue a job named `name` goes to."""
+        return self._lanes[self._options_of(name).lane]
+
+    def attach(self, sibling: JobQueue) -> None:
+        """Make `sibling` (another lane, opened with the same options) one of this queue's lanes;
+        this queue connects and disconnects it."""
+        self._lanes[sibling.lane] = sibling
+        sibling._lanes = self._lanes
+        self._siblings.append(sibling)
+
+    async def connect(self) -> None:
+        await super().connect()
+        for sibling in self._siblings:
+            await sibling.connect()
+
+    async def disconnect(self) -> None:
+        for sibling in self._siblings:
+            await sibling.disconnect()
+        await super().disconnect()
+
+    def _options_of(self, name: str) -> JobOptions:
+        options = self.options.get(name)
         if options is None:
             raise UnknownJobError(
-                f"queue {self.name!r} has no options for job {job.function!r}; "
+                f"queue {self.name!r} has no options for job {name!r}; "
                 "every job is declared in app.jobs.registry"
+            )
+        return options
+
+    async def _stamp(self, job: Job) -> None:
+        options = self._options_of(job.function)
+        if options.lane is not self.lane:
+            raise WrongLaneError(
+                f"job {job.function!r} runs in the {options.lane.value} lane, not on queue "
+                f"{self.name!r}; enqueue it through app.queue.enqueue"
             )
         job.timeout = options.timeout_for(self.send_timeout_s)
         job.retries = options.retries
@@ -70,13 +130,24 @@ class JobQueue(RedisQueue):
 
 
 def open_queue(settings: Settings, options: Mapping[JobName, JobOptions]) -> JobQueue:
-    """The process's job queue (not yet connected), stamping `options` on what it enqueues."""
-    return JobQueue(
-        Redis.from_url(settings.redis_url),
-        name=settings.queue_name,
-        options=options,
-        send_timeout_s=settings.send_timeout_s,
-    )
+    """The process's job queue (not yet connected): the work lane's, with the other lanes
+    attached, each stamping `options` on what it enqueues."""
+
+    def lane_queue(lane: Lane) -> JobQueue:
+        # SAQ closes the client it is given on disconnect, so each lane gets its own.
+        return JobQueue(
+            Redis.from_url(settings.redis_url),
+            name=lane_queue_name(settings.queue_name, lane),
+            options=options,
+            send_timeout_s=settings.send_timeout_s,
+            lane=lane,
+        )
+
+    queue = lane_queue(Lane.WORK)
+    for lane in Lane:
+        if lane is not Lane.WORK:
+            queue.attach(lane_queue(lane))
+    return queue
 
 
 async def enqueue(
@@ -87,8 +158,9 @@ async def enqueue(
     scheduled: float = 0,
     **kwargs: Any,
 ) -> Job | None:
-    """Enqueue job `name` with its options; `None` means an equal key is pending."""
-    return await _configured(queue).enqueue(_job(name, key, scheduled, kwargs))
+    """Enqueue job `name` with its options, in its lane; `None` means an equal key is pending."""
+    lane = _configured(queue).lane_for(name.value)
+    return await lane.enqueue(_job(name, key, scheduled, kwargs))
 
 
 async def enqueue_many(
@@ -105,9 +177,9 @@ async def enqueue_many(
     """
     if not jobs:
         return 0
-    configured = _configured(queue)
+    lane = _configured(queue).lane_for(name.value)
     prototype = _job(name, jobs[0][0], 0, jobs[0][1])
-    return await saq_adapter.enqueue_pipelined(configured, prototype, jobs)
+    return await saq_adapter.enqueue_pipelined(lane, prototype, jobs)
 
 
 def _configured(queue: Queue) -> JobQueue:

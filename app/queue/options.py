@@ -7,12 +7,24 @@ A job that calls Meta gets a timeout that grows with SEND_TIMEOUT_S, the bound o
 (`JobOptions.timeout_for`): SAQ cancels a job past its timeout, and its sweep aborts one it
 finds running past it, and either in the middle of a send would leave a claim for the
 stale-claim sweep to call UNCONFIRMED although the send would have finished.
+
+A job runs in one of two lanes (`Lane`), each a SAQ queue of its own that every worker
+consumes: the work lane for deliveries and whatever calls Meta or runs long, the control lane
+for the short jobs that decide what the work is (ingest, the pacer, the relays and sweeps).
+A queue is first in, first out, so ten thousand deliveries waiting would otherwise hold back
+the ingest of the comments that arrive behind them.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Lane(StrEnum):
+    WORK = "work"
+    CONTROL = "control"
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +38,7 @@ class JobOptions:
     ttl: int = 600
     # The most calls to Meta one run makes, each allowed up to the send timeout.
     meta_calls: int = 0
+    lane: Lane = Lane.WORK
 
     def timeout_for(self, send_timeout_s: float) -> int:
         return self.timeout + math.ceil(self.meta_calls * send_timeout_s)

@@ -14,6 +14,7 @@ import psycopg
 from playwright.sync_api import expect
 from saq import Queue
 
+from app.queue import Lane, lane_queue_name
 from app.queue.saq_adapter import pending_job_keys
 from tests.e2e.flows import Connected, create_campaign
 from tests.support.dashboard import LEMON_REEL
@@ -32,11 +33,14 @@ def _rows(db_url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
 
 def _jobs_left(redis_url: str) -> list[str]:
     async def read() -> list[str]:
-        queue = Queue.from_url(redis_url, name=QUEUE)
-        try:
-            return await pending_job_keys(queue)
-        finally:
-            await queue.disconnect()
+        keys: list[str] = []
+        for lane in Lane:
+            queue = Queue.from_url(redis_url, name=lane_queue_name(QUEUE, lane))
+            try:
+                keys += await pending_job_keys(queue)
+            finally:
+                await queue.disconnect()
+        return keys
 
     # A thread of its own: the browser's event loop runs on this one.
     with ThreadPoolExecutor(max_workers=1) as pool:

@@ -28,7 +28,7 @@ from app.db.models import (
     Workspace,
 )
 from app.delivery.intake.outbox import run_ingest
-from app.queue.saq_adapter import queued_job_keys
+from app.queue.saq_adapter import pending_job_keys, queued_job_keys
 from app.resources import Resources
 
 INSTAGRAM_SECRET = "test-instagram-app-secret"
@@ -192,5 +192,10 @@ async def ingest_received(resources: Resources, *, within_s: float = 10.0) -> di
 
 
 async def queued_keys(resources: Resources) -> list[str]:
-    """Keys of the jobs waiting in the queue, oldest first."""
-    return await queued_job_keys(resources.queue)
+    """Keys of the jobs waiting in the queue, each lane's oldest first (the work lane's first)."""
+    return [key for lane in resources.queue.lanes for key in await queued_job_keys(lane)]
+
+
+async def pending_keys(resources: Resources) -> list[str]:
+    """Keys of the jobs queued, running or scheduled in every lane, crons aside."""
+    return [key for lane in resources.queue.lanes for key in await pending_job_keys(lane)]

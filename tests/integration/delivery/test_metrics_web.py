@@ -41,6 +41,7 @@ async def test_metrics_need_the_token_and_read_the_shared_state(
     await world.comment()  # one PENDING private reply, due now
     for n in range(3):
         await enqueue(world.resources.queue, JobName.PURGE_EXPIRED, key=f"metrics-{n}")
+    await enqueue(world.resources.queue, JobName.INGEST_EVENT, key="metrics-ingest")
     budget = HourlyBudget(world.resources.redis, limit=settings.private_replies_per_hour)
     for _ in range(2):
         await budget.reserve(world.account_id)
@@ -53,7 +54,8 @@ async def test_metrics_need_the_token_and_read_the_shared_state(
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("text/plain")
     samples = _samples(answer.text)
-    assert _value(samples, "oncereply_queue_jobs", state="queued") == 3
+    assert _value(samples, "oncereply_queue_jobs", lane="work", state="queued") == 3
+    assert _value(samples, "oncereply_queue_jobs", lane="control", state="queued") == 1
     assert _value(samples, "oncereply_workers_live") == 0
     assert _value(samples, "oncereply_backlog_legs", kind="comment", state="pending_due") == 1
     used = {"account": str(world.account_id), "username": "sunny.bakes"}

@@ -20,12 +20,11 @@ from app.delivery.send.budget_history import account_budget
 from app.delivery.send.dispatch import deliver
 from app.delivery.send.pacer import MISSED_REASON, WAITING_REASON, pace_account
 from app.delivery.send.scheduling import enqueue_delivery
-from app.queue.saq_adapter import pending_job_keys
 from app.resources import Resources
 from tests.integration.delivery.conftest import World
 from tests.support import infra
 from tests.support.processes import start_worker
-from tests.support.webhooks import queued_keys
+from tests.support.webhooks import pending_keys, queued_keys
 
 
 def _with_cap(resources: Resources, cap: int, window_s: float = 3600.0) -> Resources:
@@ -72,7 +71,7 @@ async def test_a_full_budget_leaves_the_comment_to_the_pacer_without_a_job(world
     assert (log.pr_state, log.pr_attempts, log.pr_next_attempt_at) == (LegState.PENDING, 0, None)
     assert log.pr_error_message == WAITING_REASON
     assert await _backlog_since(world) is not None
-    keys = await pending_job_keys(resources.queue)
+    keys = await pending_keys(resources)
     assert not [k for k in keys if k.startswith("deliver:")], "the row holds no job of its own"
     assert [k for k in keys if k.startswith(f"pace:{world.account_id}:")], keys
     # A comment whose 7-day window closes before a slot frees is not kept waiting.
@@ -166,7 +165,7 @@ async def test_losing_redis_mid_backlog_neither_exceeds_the_cap_nor_loses_a_row(
     async with autocommit(resources.engine) as conn:
         relayed = await sweeps.relay_due_work(conn, resources.queue, grace_s=0)
     assert relayed.paced_accounts == 1
-    assert [k for k in await pending_job_keys(resources.queue) if k.startswith("pace:")]
+    assert [k for k in await pending_keys(resources) if k.startswith("pace:")]
     # The granted row's job, run again, still sends under its grant, within the cap.
     await _deliver_granted(resources, world, granted)
     assert await budget.used(world.account_id) == 6

@@ -11,8 +11,10 @@ from saq import Queue
 from app.jobs.registry import JOB_OPTIONS
 from app.queue import (
     JobName,
+    Lane,
     QueueNotConfiguredError,
     UnknownJobError,
+    WrongLaneError,
     enqueue,
     enqueue_many,
     open_queue,
@@ -72,7 +74,9 @@ async def test_the_pipeline_stamps_every_option_of_the_job(settings: Settings) -
         assert await enqueue_many(queue, JobName.INGEST_EVENT, [("ingest:2-2", {})]) == 1
         options = JOB_OPTIONS[JobName.INGEST_EVENT]
         for key in ("ingest:1-1", "ingest:2-2"):
-            job = await queue.job(key)
+            # Ingest runs in the control lane; the work lane's queue has neither.
+            assert await queue.of_lane(Lane.WORK).job(key) is None
+            job = await queue.of_lane(Lane.CONTROL).job(key)
             assert job is not None
             assert (job.timeout, job.retries, job.retry_delay, job.retry_backoff, job.ttl) == (
                 options.timeout,
@@ -132,3 +136,20 @@ async def test_a_queue_without_the_options_refuses_to_enqueue(settings: Settings
     finally:
         await bare.disconnect()
         await partial.disconnect()
+
+
+async def test_a_lane_queue_refuses_a_job_of_another_lane(settings: Settings) -> None:
+    # SAQ's own enqueue (as its cron scheduler calls it) on a lane's queue: a job of the other
+    # lane would wait where no slot of its lane looks.
+    queue = open_queue(settings, JOB_OPTIONS)
+    await queue.connect()
+    try:
+        with pytest.raises(WrongLaneError):
+            await queue.of_lane(Lane.WORK).enqueue(JobName.INGEST_EVENT.value, key="wrong")
+        with pytest.raises(WrongLaneError):
+            await queue.of_lane(Lane.CONTROL).enqueue(JobName.PROCESS_COMMENT.value, key="wrong")
+        assert await enqueue(queue, JobName.INGEST_EVENT, key="right", event_ids=[1]) is not None
+        for lane in queue.lanes:
+            assert await lane.count("incomplete") == int(lane.lane is Lane.CONTROL)
+    finally:
+        await queue.disconnect()

@@ -146,7 +146,7 @@ async def test_an_event_the_web_enqueued_is_marked_and_left_to_its_job(
                 (await conn.execute(text("SELECT status FROM webhook_events"))).scalar_one()
             )
 
-    resources.queue.register_before_enqueue(look)
+    resources.queue.lane_for(JobName.INGEST_EVENT).register_before_enqueue(look)
     intake = WebhookIntake(resources.engine, resources.queue)
     intake.start()
     try:
@@ -158,7 +158,7 @@ async def test_an_event_the_web_enqueued_is_marked_and_left_to_its_job(
         await _eventually(queued, within_s=10)
     finally:
         await intake.close()
-        resources.queue.unregister_before_enqueue(look)
+        resources.queue.lane_for(JobName.INGEST_EVENT).unregister_before_enqueue(look)
     assert at_enqueue == ["enqueued"]
     (event,) = await stored(resources)
     assert event.status is WebhookStatus.ENQUEUED
@@ -191,11 +191,11 @@ async def test_the_relay_marks_events_before_their_job_is_queued(resources: Reso
             status = await conn.execute(text("SELECT status FROM webhook_events FOR UPDATE NOWAIT"))
             at_enqueue.append(status.scalar_one())
 
-    resources.queue.register_before_enqueue(look)
+    resources.queue.lane_for(JobName.INGEST_EVENT).register_before_enqueue(look)
     try:
         assert await relay_outbox(resources, min_age=NOW) == 1
     finally:
-        resources.queue.unregister_before_enqueue(look)
+        resources.queue.lane_for(JobName.INGEST_EVENT).unregister_before_enqueue(look)
     assert at_enqueue == ["enqueued"]
 
 
