@@ -69,6 +69,7 @@ migrate: install ## apply every migration to the database in DATABASE_URL (.env)
 dev: install services .env migrate ## run web (:8000), worker and the Instagram sandbox (:8100); Ctrl-C stops all
 	@redis_url="$${REDIS_URL:-}"; set -a; . ./.env; set +a; \
 	if [ -n "$$redis_url" ]; then REDIS_URL="$$redis_url"; fi; \
+	export IMAGE_CHECK_ALLOW_LOOPBACK="$${IMAGE_CHECK_ALLOW_LOOPBACK:-true}"; \
 	web_port="$(WEB_PORT)"; web_port="$${web_port##*:}"; sandbox_port="$(SANDBOX_PORT)"; \
 	if [ "$$web_port" != 8000 ]; then PUBLIC_BASE_URL="http://localhost:$$web_port"; fi; \
 	if [ "$$sandbox_port" != 8100 ]; then \

@@ -12,6 +12,9 @@ Limits (Meta's, from `message_format`, which the sender cuts to as well; the res
 - the follow-up: at most 1000 bytes of UTF-8 (plain text), sent 0–1440 minutes after the tap
   or DM, within Meta's 24-hour window.
 
+A DM's image and card are checked by `media_validation` (and the image's host asked by
+`image_check`, from the controller, since that is not pure).
+
 Placeholders are checked at their worst case, so a saved campaign cannot become too long at
 send time: `{username}` counts as 30 characters (Instagram's longest username) and `{link}`
 as the first button's URL (in a button template `{link}` is dropped from the text, since the

@@ -7,7 +7,9 @@ form with errors comes back as the form partial (HTTP 422, errors next to the fi
 answers with a redirect. A save names the version it was opened at, so a save made meanwhile
 by someone else is refused (409) instead of overwritten; a live campaign must stay complete.
 The DM preview, the keyword chips and the post picker are their own small endpoints
-(`preview`, `keywords`, `media`).
+(`preview`, `keywords`, `media`). A campaign with a DM image is saved only once the image's
+host says it will do (`app.campaigns.image_check`, a few seconds at most, never blocking the
+event loop); its answer is a field error like any other.
 """
 
 from __future__ import annotations

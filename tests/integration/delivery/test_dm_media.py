@@ -5,11 +5,13 @@ or card never leads to a second private reply."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from app.db.models import AttemptClass, LegState, MessageKind, TriggerKind
+from app.delivery.send.dispatch import deliver
 from tests.integration.delivery.conftest import LEMON_REEL, World
 from tests.integration.delivery.conversations import (
     ACCOUNT,
@@ -224,3 +226,27 @@ async def test_a_retry_does_not_show_the_image_twice(world: World, media: str) -
         (1, "template", AttemptClass.RETRYABLE),
         (2, "template", AttemptClass.SENT),
     ]
+
+
+async def test_racing_jobs_send_the_image_and_the_link_once(world: World, media: str) -> None:
+    hooks = Hooks(world)
+    await _tapped(world, hooks, dm_image_url=f"{media}/cover.png")
+    world.admin.fan_tap("jane.doe", ACCOUNT)  # a second tap: a second row for the same person
+    await hooks.deliver("messaging_postbacks")
+    taps = await logs(world, TriggerKind.POSTBACK)
+    assert len(taps) == 2
+    reports = await asyncio.gather(
+        *(
+            deliver(world.resources, worker_id=f"w{i}", dm_log_id=row.id)
+            for i, row in enumerate(taps * 3)
+        )
+    )
+    outcomes = [r.private for r in reports]
+    assert outcomes.count("SENT") == 1, outcomes
+    states = sorted(row.pr_state.value for row in await logs(world, TriggerKind.POSTBACK))
+    assert states == ["SENT", "SKIPPED_DEDUP"]
+    dms = [m for m in world.inbox("jane.doe") if m["kind"] == "dm"]
+    assert _images(dms) == [f"{media}/cover.png"]
+    assert len(dms) == 2  # the image, then the link message
+    requests = world.admin.requests(endpoint="messages")
+    assert len([r for r in requests if r["comment_id"] is None]) == 2, requests
