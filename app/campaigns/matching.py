@@ -263,6 +263,18 @@ def _read_as(code: str, message: MessageText, mode: MatchMode) -> ReadWord | Non
     return None
 
 
+def read_from(text: str, keyword: str) -> str | None:
+    """The word of `text` that the number code `keyword` was read from, when it matches only
+    so (for a DM or story reply, whose row keeps its text and keyword but no decision)."""
+    code = Keyword.of(keyword)
+    if code is None or not code.code:
+        return None
+    message = MessageText(text)
+    if code.text in message.text:
+        return None
+    return next((word.typed for word in message.numbers if code.text in word.digits), None)
+
+
 def match_prepared(
     message: MessageText,
     keywords: Sequence[Keyword],

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.campaigns.matching import read_from
 from app.db.bounds import BIGINT_MAX, parse_id, parse_int
 from app.db.models import (
     Campaign,
@@ -311,6 +312,13 @@ class Timeline:
     @property
     def evidence(self) -> dict[str, Any]:
         return self.log.pr_evidence or {}
+
+    @property
+    def read_as_digits(self) -> str | None:
+        """For a DM or story reply: the word its number-code keyword was read from, if so."""
+        if self.comment is not None or not self.log.matched_keyword:
+            return None
+        return read_from(self.log.trigger_text or "", self.log.matched_keyword)
 
 
 async def fetch_timeline(

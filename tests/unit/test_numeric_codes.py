@@ -16,6 +16,7 @@ from app.campaigns.matching import (
     Verdict,
     choose_campaign,
     match_keywords,
+    read_from,
 )
 from app.campaigns.numeric_codes import read_as_numbers
 from app.campaigns.story_matching import StoryRule, choose_story_reply_campaign
@@ -193,3 +194,12 @@ def test_a_story_reply_reads_codes_too() -> None:
     match = choose_story_reply_campaign([story], story_id="1790", text="2O24!", sent_at=T0)
     assert match is not None
     assert (match.keyword, match.read_as_digits) == ("2024", "2O24")
+
+
+def test_read_from_names_the_word_only_when_the_code_was_read() -> None:
+    assert read_from("code 2O24 pls", "2024") == "2O24"
+    assert read_from("code 2024 and 2O24", "2024") is None  # typed as is
+    assert read_from("code 12O245", "024") == "12O245"
+    assert read_from("recipe", "recipe") is None
+    assert read_from("🔥", "🔥") is None
+    assert read_from("lol", "101") is None
