@@ -7,7 +7,9 @@ modes, excluded keywords first; "any comment" is "any reply"). A story-mention c
 answers every story that mentions the account; it has no keywords (a mention carries no text).
 
 Only active campaigns take part, and a reply or mention sent before a campaign went live is
-not its. Winner: a campaign on this very story beats an every-story one; then the higher
+not its. When none answers, `story_reply_miss` and `story_mention_miss` say why, in the
+order a creator would check: no such campaign, not live yet, another story, an excluded
+word, no keyword. Winner: a campaign on this very story beats an every-story one; then the higher
 priority, the older campaign, the smaller id.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from app.campaigns.matching import CampaignRule, MessageText
@@ -45,6 +48,16 @@ class StoryRule:
         )
 
 
+class StoryMiss(StrEnum):
+    """Why no story campaign answered a story reply or mention (kept in the ledger)."""
+
+    NO_CAMPAIGN = "no_story_campaign"  # no active campaign of this trigger
+    BEFORE_ACTIVATION = "before_activation"  # sent before every such campaign went live
+    OTHER_STORY = "other_story"  # the campaigns watch other stories, or their story ended
+    EXCLUDED = "excluded_keyword"
+    NO_KEYWORD = "no_keyword"
+
+
 @dataclass(frozen=True, slots=True)
 class StoryMatch:
     campaign: CampaignRule
@@ -54,11 +67,21 @@ class StoryMatch:
 
 
 def _live(rule: StoryRule, sent_at: datetime) -> bool:
-    campaign = rule.rule
-    return campaign.status is CampaignStatus.ACTIVE and (
-        campaign.activated_at is None
-        # Instagram stamps messages in milliseconds; compare whole seconds, as for comments.
-        or sent_at >= campaign.activated_at.replace(microsecond=0)
+    return rule.rule.status is CampaignStatus.ACTIVE and _activated(rule, sent_at)
+
+
+def _activated(rule: StoryRule, sent_at: datetime) -> bool:
+    activated_at = rule.rule.activated_at
+    # Instagram stamps messages in milliseconds; compare whole seconds, as for comments.
+    return activated_at is None or sent_at >= activated_at.replace(microsecond=0)
+
+
+def _covers(rule: StoryRule, story_id: str | None, sent_at: datetime) -> bool:
+    """Does this story-reply campaign watch `story_id` at `sent_at`?"""
+    if rule.story_id is None:
+        return True
+    return rule.story_id == story_id and (
+        rule.story_expires_at is None or sent_at < rule.story_expires_at
     )
 
 
@@ -71,10 +94,7 @@ def choose_story_reply_campaign(
     for rule in rules:
         if rule.trigger is not CampaignTrigger.STORY_REPLIES or not _live(rule, sent_at):
             continue
-        if rule.story_id is not None and (
-            rule.story_id != story_id
-            or (rule.story_expires_at is not None and sent_at >= rule.story_expires_at)
-        ):
+        if not _covers(rule, story_id, sent_at):
             continue
         campaign = rule.rule
         result = campaign.match(message)
@@ -100,3 +120,41 @@ def choose_story_mention_campaign(
         if best is None or rank < best[0]:
             best = (rank, StoryMatch(campaign, None))
     return best[1] if best is not None else None
+
+
+def story_reply_miss(
+    rules: Iterable[StoryRule], *, story_id: str | None, text: str, sent_at: datetime
+) -> StoryMiss:
+    """Why no campaign answers this story reply (call when `choose_story_reply_campaign`
+    found none)."""
+    active = [
+        rule
+        for rule in rules
+        if rule.trigger is CampaignTrigger.STORY_REPLIES
+        and rule.rule.status is CampaignStatus.ACTIVE
+    ]
+    if not active:
+        return StoryMiss.NO_CAMPAIGN
+    live = [rule for rule in active if _activated(rule, sent_at)]
+    if not live:
+        return StoryMiss.BEFORE_ACTIVATION
+    watching = [rule for rule in live if _covers(rule, story_id, sent_at)]
+    if not watching:
+        return StoryMiss.OTHER_STORY
+    message = MessageText(text)
+    if any(rule.rule.match(message).excluded_by is not None for rule in watching):
+        return StoryMiss.EXCLUDED
+    return StoryMiss.NO_KEYWORD
+
+
+def story_mention_miss(rules: Iterable[StoryRule], *, sent_at: datetime) -> StoryMiss:
+    """Why no campaign thanks this story mention."""
+    active = [
+        rule
+        for rule in rules
+        if rule.trigger is CampaignTrigger.STORY_MENTIONS
+        and rule.rule.status is CampaignStatus.ACTIVE
+    ]
+    if not active:
+        return StoryMiss.NO_CAMPAIGN
+    return StoryMiss.BEFORE_ACTIVATION

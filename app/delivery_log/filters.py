@@ -269,9 +269,11 @@ class LogFilter(CommonFilter):
 
 @dataclass(frozen=True, slots=True)
 class MissFilter(CommonFilter):
-    """The misses view's filters: why a comment did not trigger, plus the common ones."""
+    """The misses view's filters: comments (why one did not trigger) or, with `kind`
+    "stories", story replies and mentions; plus the common ones."""
 
     reason: MissReason | None = None
+    stories: bool = False
 
     @classmethod
     def parse(cls, params: Mapping[str, str]) -> MissFilter:
@@ -282,9 +284,20 @@ class MissFilter(CommonFilter):
             reason = MissReason(raw)
         elif raw:
             problems.append(f"Ignored the reason “{raw[:30]}”.")
+        kind = (params.get("kind") or "").strip()
+        if kind not in {"", "comments", "stories"}:
+            problems.append(f"Ignored the kind “{kind[:30]}”.")
         common = _common(params, problems)
-        return cls(reason=reason, problems=tuple(problems), **common)
+        stories = kind == "stories"
+        return cls(
+            reason=None if stories else reason,
+            stories=stories,
+            problems=tuple(problems),
+            **common,
+        )
 
     def items(self) -> list[tuple[str, str]]:
-        items = [("reason", self.reason.value)] if self.reason else []
+        items = [("kind", "stories")] if self.stories else []
+        if self.reason:
+            items.append(("reason", self.reason.value))
         return items + self._common_items()

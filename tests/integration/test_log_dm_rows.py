@@ -11,7 +11,14 @@ from html import unescape
 
 import pytest
 
-from app.db.models import LegState, MessageKind, TriggerKind
+from app.db.models import (
+    LegState,
+    MessageKind,
+    MessagingEvent,
+    MessagingEventKind,
+    MessagingMissReason,
+    TriggerKind,
+)
 from app.resources import Resources
 from app.settings import Settings
 from tests.support.dashboard import tokens
@@ -164,3 +171,49 @@ async def test_story_rows_are_labelled_and_the_log_filters_by_trigger(
     replied = unescape((await owner.client.get(f"/log/{reply}", headers=HTML)).text)
     assert "<h2>The reply to your story</h2>" in replied
     assert "LOAF please" in replied
+
+
+async def test_the_misses_view_lists_story_replies_and_mentions_that_got_no_dm(
+    resources: Resources, owner: Creator
+) -> None:
+    now = datetime.now(UTC)
+    events = [
+        (
+            "message:s1",
+            "loaf refund",
+            {"story": "reply", "story_id": "1790001", "story_miss": "excluded_keyword"},
+        ),
+        ("message:s2", None, {"story": "mention", "story_miss": "no_story_campaign"}),
+        ("message:s3", "just a DM", None),
+        ("message:s4", "nice story", {"story": "reply", "story_id": "1790001"}),
+    ]
+    async with resources.sessionmaker() as session, session.begin():
+        for key, text, details in events:
+            session.add(
+                MessagingEvent(
+                    account_id=owner.account_id,
+                    kind=MessagingEventKind.MESSAGE,
+                    dedupe_key=key,
+                    user_id="1254459154682919",
+                    mid=key.split(":")[1],
+                    text=text,
+                    occurred_at=now,
+                    opens_window=True,
+                    miss_reason=MessagingMissReason.NO_MATCH,
+                    details=details,
+                )
+            )
+    page = unescape((await owner.client.get("/log/misses?kind=stories", headers=HTML)).text)
+    reasons = re.findall(r'<tr id="story-miss-\d+" class="miss-row" data-reason="([^"]*)"', page)
+    assert sorted(reasons) == ["excluded_keyword", "no_story_campaign"]
+    assert "A matching campaign excludes a word in it" in page
+    assert "No active campaign answers these" in page
+    assert "mentioned you in their story" in page
+    assert '<option value="stories" selected>' in page
+    searched = unescape(
+        (await owner.client.get("/log/misses?kind=stories&q=refund", headers=HTML)).text
+    )
+    assert len(re.findall(r'<tr id="story-miss-', searched)) == 1
+    # The comments' misses stay as they were.
+    comments = unescape((await owner.client.get("/log/misses", headers=HTML)).text)
+    assert "story-miss-" not in comments

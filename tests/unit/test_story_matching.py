@@ -7,9 +7,12 @@ from datetime import UTC, datetime, timedelta
 
 from app.campaigns.matching import CampaignRule
 from app.campaigns.story_matching import (
+    StoryMiss,
     StoryRule,
     choose_story_mention_campaign,
     choose_story_reply_campaign,
+    story_mention_miss,
+    story_reply_miss,
 )
 from app.db.models import CampaignScope, CampaignStatus, CampaignTrigger, MatchMode
 
@@ -104,3 +107,24 @@ def test_a_mention_is_answered_by_the_highest_ranked_mention_campaign() -> None:
     assert chosen([story_rule(1, trigger=mention, status=CampaignStatus.DRAFT)]) is None
     late = story_rule(1, trigger=mention, activated_at=T0 + timedelta(minutes=1))
     assert chosen([late]) is None
+
+
+def test_why_no_story_campaign_answered() -> None:
+    def why(rules: list[StoryRule], text: str = "loaf", story: str = STORY) -> StoryMiss:
+        return story_reply_miss(rules, story_id=story, text=text, sent_at=T0)
+
+    mention = CampaignTrigger.STORY_MENTIONS
+    assert why([]) is StoryMiss.NO_CAMPAIGN
+    assert why([story_rule(1, status=CampaignStatus.PAUSED)]) is StoryMiss.NO_CAMPAIGN
+    assert why([story_rule(1, trigger=mention)]) is StoryMiss.NO_CAMPAIGN
+    late = story_rule(1, activated_at=T0 + timedelta(minutes=1))
+    assert why([late]) is StoryMiss.BEFORE_ACTIVATION
+    assert why([story_rule(1, story_id=OTHER)]) is StoryMiss.OTHER_STORY
+    ended = story_rule(1, story_id=STORY, expires_at=T0)
+    assert why([ended]) is StoryMiss.OTHER_STORY
+    assert why([story_rule(1, excluded=("refund",))], "loaf refund") is StoryMiss.EXCLUDED
+    assert why([story_rule(1)], "nice") is StoryMiss.NO_KEYWORD
+
+    assert story_mention_miss([story_rule(1)], sent_at=T0) is StoryMiss.NO_CAMPAIGN
+    late_mention = story_rule(2, trigger=mention, activated_at=T0 + timedelta(minutes=1))
+    assert story_mention_miss([late_mention], sent_at=T0) is StoryMiss.BEFORE_ACTIVATION

@@ -71,6 +71,14 @@ class MessagingEvent(Base):
             text("occurred_at DESC"),
         ),
         # "When did this person last open the 24-hour window?"
+        # The misses view's story replies and mentions no campaign answered, newest first.
+        Index(
+            "ix_messaging_events_story_misses",
+            "account_id",
+            text("created_at DESC"),
+            text("id DESC"),
+            postgresql_where=text("details ? 'story_miss'"),
+        ),
         Index(
             "ix_messaging_events_window",
             "account_id",

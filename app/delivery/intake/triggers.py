@@ -41,8 +41,11 @@ from app.campaigns.dm_matching import DmMatch, choose_dm_campaign
 from app.campaigns.rules import AccountRules
 from app.campaigns.story_matching import (
     StoryMatch,
+    StoryMiss,
     choose_story_mention_campaign,
     choose_story_reply_campaign,
+    story_mention_miss,
+    story_reply_miss,
 )
 from app.db.models import AccountStatus, LegState, MessagingMissReason, TriggerKind
 from app.db.raw import Db, fetch_tuples
@@ -113,6 +116,12 @@ def classify(
             answered = _story_reply(item, account, work)
             if answered is not None:
                 return answered
+            reason, noted = _dm(item, account, work)
+            if reason is not None:
+                # Neither a story campaign nor a DM keyword: the ledger says why no story
+                # campaign answered (the misses view shows it).
+                noted = noted | {"story_miss": _story_reply_miss(item, account).value}
+            return reason, noted
         return _dm(item, account, work)
     return MessagingMissReason.NOT_A_TRIGGER, {}
 
@@ -198,12 +207,22 @@ def _noted(match: DmMatch | StoryMatch) -> dict[str, Any]:
     return noted
 
 
+def _story_reply_miss(item: MessagingItem, account: AccountRules) -> StoryMiss:
+    return story_reply_miss(
+        account.story_rules,
+        story_id=item.story.story_id if item.story else None,
+        text=item.text or "",
+        sent_at=item.occurred_at,
+    )
+
+
 def _story_mention(
     item: MessagingItem, account: AccountRules, work: MessagingWork
 ) -> tuple[MessagingMissReason | None, dict[str, Any]]:
     match = choose_story_mention_campaign(account.story_rules, sent_at=item.occurred_at)
     if match is None:
-        return MessagingMissReason.NO_MATCH, {}
+        why = story_mention_miss(account.story_rules, sent_at=item.occurred_at)
+        return MessagingMissReason.NO_MATCH, {"story_miss": why.value}
     _add_message_row(item, account, work, TriggerKind.STORY_MENTION, match, media_id=None)
     return None, {"campaign_id": match.campaign.id}
 

@@ -1,7 +1,10 @@
 """`/log/misses`: comments that triggered nothing, and why (no keyword matched, an excluded
-keyword, …), filtered and paged like the table."""
+keyword, …), filtered and paged like the table; with `kind=stories`, the story replies and
+story mentions that got no DM, and why."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from litestar import get
 from litestar.di import NamedDependency
@@ -14,6 +17,7 @@ from app.db.models import MissReason
 from app.delivery_log.filters import MissFilter
 from app.delivery_log.misses import MISS_REASONS, VERDICTS, fetch_misses
 from app.delivery_log.queries import workspace_names
+from app.delivery_log.story_misses import fetch_story_misses
 from app.web.log.paging import cursors, page_or_results, pager
 
 
@@ -25,7 +29,8 @@ async def misses(
 ) -> Template:
     f = MissFilter.parse(request.query_params)
     before, after = cursors(request)
-    page = await fetch_misses(db_session, viewer.workspace_id, f, before=before, after=after)
+    fetch = fetch_story_misses if f.stories else fetch_misses
+    page: Any = await fetch(db_session, viewer.workspace_id, f, before=before, after=after)
     context = {
         **pager("/log/misses", f.items(), page, before, after),
         "f": f,

@@ -148,6 +148,14 @@ async def test_story_replies_that_do_not_trigger_a_story_campaign(world: World) 
     assert await logs(world, TriggerKind.STORY_REPLY) == []
     reasons = sorted(str(e.miss_reason) for e in await ledger(world))
     assert reasons == ["None"] + ["no_match"] * 3
+    # Why no story campaign answered, for the misses view; a plain DM is no story miss.
+    why = {e.text: (e.details or {}).get("story_miss") for e in await ledger(world)}
+    assert why == {
+        "loaf refund": "excluded_keyword",
+        "nice": "no_keyword",
+        "RECIPE?": None,  # the DM keyword trigger answered it
+        "loaf": None,
+    }
 
 
 async def test_a_story_reply_before_the_campaign_went_live_or_to_a_paused_one_is_not_its(
@@ -260,6 +268,8 @@ async def test_a_story_mention_without_a_mention_campaign_is_only_recorded(world
     [event] = await ledger(world)
     assert event.miss_reason is MessagingMissReason.NO_MATCH
     assert event.opens_window
+    assert event.details is not None
+    assert event.details["story_miss"] == "no_story_campaign"
 
 
 async def _eventually(check: Callable[[], Awaitable[bool]], *, within_s: float, what: str) -> None:
