@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from app.db.models import AttemptClass, LegState, MessageKind, TriggerKind
+from app.db.models import AttemptClass, CampaignTrigger, LegState, MessageKind, TriggerKind
 from app.delivery.send.dispatch import deliver
 from tests.integration.delivery.conftest import LEMON_REEL, World
 from tests.integration.delivery.conversations import (
@@ -250,3 +250,30 @@ async def test_racing_jobs_send_the_image_and_the_link_once(world: World, media:
     assert len(dms) == 2  # the image, then the link message
     requests = world.admin.requests(endpoint="messages")
     assert len([r for r in requests if r["comment_id"] is None]) == 2, requests
+
+
+async def test_a_story_reply_gets_the_card(world: World, media: str) -> None:
+    hooks = Hooks(world)
+    await two_step_campaign(
+        world,
+        name="Story replies",
+        trigger=CampaignTrigger.STORY_REPLIES,
+        keywords=["loaf"],
+        dm_image_url=f"{media}/cover.png",
+        card_enabled=True,
+        card_title="The loaf, {username}",
+    )
+    story = world.admin.publish_story(ACCOUNT, "Reply LOAF for the recipe")
+    world.admin.fan_story_reply("yamada.hanako", ACCOUNT, story["id"], "LOAF please!")
+    await hooks.deliver("messages", copies=2)
+    [report] = await run_due(world)
+    assert report.private == "SENT"
+    [reveal] = [m for m in world.inbox("yamada.hanako") if m["kind"] == "dm"]
+    [card] = _cards([reveal])
+    # A story reply carries no username: "there" stands in, as in the text DM.
+    assert card["title"] == "The loaf, there"
+    assert card["image_url"] == f"{media}/cover.png"
+    assert [destination_of(b["url"]) for b in card["buttons"]] == [LINK["url"]]
+    row = await one(world, TriggerKind.STORY_REPLY)
+    [attempt] = await world.attempts(row.id)
+    assert (attempt.request_kind, attempt.classification) == ("card", AttemptClass.SENT)
