@@ -224,3 +224,34 @@ def test_a_story_reply_of_emoji_answers_an_emoji_keyword() -> None:
     assert match is not None
     assert (match.campaign.id, match.keyword) == (2, "😍")
     assert choose_story_reply_campaign(rules, story_id="1790", text="🔥", sent_at=T0) is None
+
+
+# Any text: letters, marks, emoji pieces (joiners, selectors, tones, tags, regional
+# indicators, keycap marks) in any order, including ones no keyboard would produce.
+PIECES = st.sampled_from(
+    [ZWJ, VS16, "\ufe0e", "\u20e3", "\U000e0067", "\U000e007f", "🇫", "🇷", *TONES, "♀", "♂"]
+)
+ANY_TEXT = st.lists(st.text(max_size=6) | PIECES | EMOJI, max_size=12).map("".join)
+
+
+@given(text=ANY_TEXT, keyword=ANY_TEXT, excluded=ANY_TEXT)
+def test_any_text_and_keyword_get_an_answer(text: str, keyword: str, excluded: str) -> None:
+    for mode in MatchMode:
+        result = match_keywords(text, [keyword], [excluded], mode)
+        assert result.matched in (True, False)
+        if result.matched and mode is not MatchMode.ANY_COMMENT:
+            assert result.keyword == keyword
+    # An emoji keyword's units never include a letter run, and a keyword that is not
+    # matchable never matches anything.
+    key = emoji_keyword_key(keyword)
+    assert key is None or "\x00\x00" not in key
+    if not keyword_is_matchable(keyword):
+        assert not match_keywords(text, [keyword], [], W).matched
+
+
+@given(keyword=ANY_TEXT)
+def test_a_matchable_keyword_matches_itself_in_every_mode(keyword: str) -> None:
+    if not keyword_is_matchable(keyword):
+        return
+    for mode in KEYWORD_MODES:
+        assert match_keywords(keyword, [keyword], [], mode).matched, mode
