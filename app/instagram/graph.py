@@ -7,21 +7,34 @@ It reports what happened on the wire precisely, because the delivery protocol de
   request (a refused connection cannot have delivered anything; a read timeout may have).
 Deciding what each means for a send is the job of the error classification, not this module.
 
-Tokens go in the Authorization header, never the URL, so no URL we log carries one.
+Tokens go in the Authorization header, never the URL, so no URL we log carries one. The two
+token exchanges Meta only takes as query parameters are the exception, so no transport error
+repeats the URL it failed on (`_detail`).
+
+The HTTP client is aiohttp: a worker's send costs about a tenth of the CPU it cost through
+httpx, whose connection pool does work for every waiting request on every request (measured
+with 32 concurrent posts to a local server: ~0.12 ms against ~1.3-1.9 ms of CPU a request).
+aiohttp never resends a POST on its own; it retries a read (GET) once when a kept-alive
+connection turns out closed, which repeats nothing.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import aiohttp
 
 # Below common server idle timeouts (uvicorn's is 5 s): reusing a connection the server has
 # just closed would turn a harmless reconnect into an "unknown outcome" for a send.
 _KEEPALIVE_EXPIRY_S = 4.0
+# Connecting (including waiting for a free connection of the pool) may take this long at most.
+_CONNECT_TIMEOUT_S = 5.0
+# A query string in an error message: it may carry a token or the app secret.
+_QUERY = re.compile(r"\?[^\s\]\)'\"]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,35 +122,30 @@ class Page:
 
 
 class GraphClient:
-    """One per process; safe to share between tasks (it holds no per-user state)."""
+    """One per process; safe to share between tasks (it holds no per-user state). Made inside
+    the process's event loop (`create`), as aiohttp asks."""
 
-    def __init__(self, http: httpx.AsyncClient, base_url: str) -> None:
+    def __init__(self, http: aiohttp.ClientSession, base_url: str, *, timeout_s: float) -> None:
         self._http = http
         self._base = base_url.rstrip("/")
+        self._timeout = _timeout(timeout_s)
 
     @classmethod
-    def create(
-        cls,
-        base_url: str,
-        *,
-        timeout_s: float,
-        transport: httpx.AsyncBaseTransport | None = None,
-        max_connections: int = 100,
-    ) -> GraphClient:
-        http = httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s)),
-            limits=httpx.Limits(
-                max_connections=max_connections,
-                max_keepalive_connections=max_connections,
-                keepalive_expiry=_KEEPALIVE_EXPIRY_S,
+    def create(cls, base_url: str, *, timeout_s: float, max_connections: int = 100) -> GraphClient:
+        http = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(
+                limit=max_connections, keepalive_timeout=_KEEPALIVE_EXPIRY_S
             ),
-            transport=transport,
             headers={"User-Agent": "OnceReply/1"},
+            # Proxy settings from the environment, as before.
+            trust_env=True,
+            # Meta's answers are small JSON objects; nothing here reads cookies.
+            cookie_jar=aiohttp.DummyCookieJar(),
         )
-        return cls(http, base_url)
+        return cls(http, base_url, timeout_s=timeout_s)
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self._http.close()
 
     @property
     def base_url(self) -> str:
@@ -154,29 +162,31 @@ class GraphClient:
         timeout_s: float | None = None,
     ) -> GraphResponse:
         url = path if path.startswith("http") else f"{self._base}/{path.lstrip('/')}"
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        extra: dict[str, Any] = {}
-        if timeout_s is not None:
-            extra["timeout"] = httpx.Timeout(timeout_s, connect=min(5.0, timeout_s))
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        timeout = self._timeout if timeout_s is None else _timeout(timeout_s)
         try:
-            response = await self._http.request(
-                method, url, params=params, json=json_body, headers=headers, **extra
-            )
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-            # The request never left this machine: nothing can have been delivered.
+            async with self._http.request(
+                method, url, params=params, json=json_body, headers=headers, timeout=timeout
+            ) as response:
+                body = await response.read()
+                return _parse(response.status, response.headers, body)
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+            # The request never left this machine (no connection, or none free in time):
+            # nothing can have been delivered.
             raise GraphTransportError(
-                type(exc).__name__, request_sent=False, detail=str(exc) or "no connection"
+                type(exc).__name__, request_sent=False, detail=_detail(exc, "no connection")
             ) from None
-        except httpx.TimeoutException as exc:
+        except TimeoutError as exc:
+            # The call's whole time ran out (plain TimeoutError) or a read did, once connected.
+            kind = type(exc).__name__ if isinstance(exc, aiohttp.ClientError) else "ReadTimeout"
             raise GraphTransportError(
-                type(exc).__name__, request_sent=True, detail=str(exc) or "timed out"
+                kind, request_sent=True, detail=_detail(exc, "timed out")
             ) from None
-        except httpx.TransportError as exc:
+        except (aiohttp.ClientError, OSError) as exc:
             # Reset, half-closed connection, protocol error after writing: Meta may have acted.
             raise GraphTransportError(
-                type(exc).__name__, request_sent=True, detail=str(exc) or "connection failed"
+                type(exc).__name__, request_sent=True, detail=_detail(exc, "connection failed")
             ) from None
-        return _parse(response)
 
     # --- Account -----------------------------------------------------------------------
 
@@ -344,7 +354,20 @@ class GraphClient:
         return f"{root}/{path}"
 
 
-def _usage(headers: httpx.Headers) -> Usage:
+def _timeout(timeout_s: float) -> aiohttp.ClientTimeout:
+    """Getting a connection (a free one of the pool, or a new one) within `connect`, so a call
+    that ends then was never sent; then Meta's answer within `timeout_s`. The total only
+    bounds an answer that trickles in, and cannot end a call still getting its connection."""
+    connect = min(_CONNECT_TIMEOUT_S, timeout_s)
+    return aiohttp.ClientTimeout(total=connect + timeout_s, connect=connect, sock_read=timeout_s)
+
+
+def _detail(exc: BaseException, default: str) -> str:
+    """What went wrong, without the query string of a URL the message may repeat."""
+    return _QUERY.sub("?…", str(exc)) or default
+
+
+def _usage(headers: Mapping[str, str]) -> Usage:
     def load(name: str) -> dict[str, Any]:
         raw = headers.get(name)
         if not raw:
@@ -358,16 +381,16 @@ def _usage(headers: httpx.Headers) -> Usage:
     return Usage(app=load("x-app-usage"), business=load("x-business-use-case-usage"))
 
 
-def _parse(response: httpx.Response) -> GraphResponse:
-    usage = _usage(response.headers)
+def _parse(status: int, headers: Mapping[str, str], content: bytes) -> GraphResponse:
+    usage = _usage(headers)
     try:
-        body = response.json()
+        body = json.loads(content)
     except ValueError:
         body = None
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         error = body["error"]
         raise GraphApiError(
-            http_status=response.status_code,
+            http_status=status,
             code=_int_or_none(error.get("code")),
             subcode=_int_or_none(error.get("error_subcode")),
             message=str(error.get("message") or error.get("error_user_msg") or ""),
@@ -380,9 +403,9 @@ def _parse(response: httpx.Response) -> GraphResponse:
             else None,
             usage=usage,
         )
-    if response.status_code >= 400 or not isinstance(body, dict):
-        raise GraphBadResponseError(response.status_code, response.text[:200])
-    return GraphResponse(http_status=response.status_code, data=body, usage=usage)
+    if status >= 400 or not isinstance(body, dict):
+        raise GraphBadResponseError(status, content[:200].decode("utf-8", "replace"))
+    return GraphResponse(http_status=status, data=body, usage=usage)
 
 
 def _page(data: dict[str, Any]) -> Page:
