@@ -34,15 +34,19 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import psycopg
 from sqlalchemy import ClauseElement, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
 from app.clicks.rollup import insert_clicks_sql
+from app.db.models import Campaign
 from app.delivery_log import campaign_summary
 from app.delivery_log import clicks as campaign_clicks_module
+from app.delivery_log.charts import Span, timeline
 from app.delivery_log.clicks import campaign_clicks
+from app.delivery_log.funnel import campaign_funnel
 from app.delivery_log.overview import load_overview
 from app.workspaces.time_zone import start_of_day
 from bench.log_queries import load
@@ -290,6 +294,48 @@ async def run(url: str, world: dict[str, Any], repeat: int) -> dict[str, Any]:
             return await load_overview(session, ws, start_of_day(UTC))
 
         results.append(await measure_call(engine, "overview", "load_overview()", overview, repeat))
+        now = datetime.now(UTC)
+        for label, campaign in (("busy campaign (40% of rows)", busy), ("small campaign", small)):
+
+            async def funnel(session: AsyncSession, campaign: int = campaign) -> Any:
+                row = await session.get(Campaign, campaign)
+                if row is None:
+                    raise RuntimeError(f"campaign {campaign} is gone")
+                return await campaign_funnel(session, row, zone=UTC, now=now)
+
+            results.append(
+                await measure_call(engine, "funnel", f"campaign_funnel(), {label}", funnel, repeat)
+            )
+        # A whole-hour zone and one half an hour off UTC (its days start at :30 UTC).
+        for zone_name in ("UTC", "Asia/Kolkata"):
+            zone = ZoneInfo(zone_name)
+            for span in Span:
+                for label, campaign_id in (("workspace", None), ("busy campaign", busy)):
+
+                    async def chart(
+                        session: AsyncSession,
+                        campaign_id: int | None = campaign_id,
+                        span: Span = span,
+                        zone: ZoneInfo = zone,
+                    ) -> Any:
+                        return await timeline(
+                            session,
+                            workspace_id=ws,
+                            campaign_id=campaign_id,
+                            span=span,
+                            zone=zone,
+                            now=now,
+                        )
+
+                    results.append(
+                        await measure_call(
+                            engine,
+                            "charts",
+                            f"timeline(), {label}, {span.words.lower()}, {zone_name}",
+                            chart,
+                            repeat,
+                        )
+                    )
         wrong = await check_counts(engine, world["campaign_workspace"])
     finally:
         await engine.dispose()

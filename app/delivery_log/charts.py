@@ -4,10 +4,12 @@ Two ranges (`Span`): the last 24 hours by hour, the last 30 days by day, both bu
 workspace's time zone (PostgreSQL's `AT TIME ZONE` with the zone's IANA name), the current
 hour or day last. Deliveries count by the bucket they were created in and their state now,
 as the overview's "today" does; taps by the moment of the tap (a person's visits only, not
-preview fetches).
+preview fetches), summed from the counts kept per UTC hour (`link_click_hours`), with the
+raw rows of any hour a bucket starts inside (`split_hours`).
 
 One grouped statement per table over an index range: `ix_dm_logs_ws_created` or
-`ix_dm_logs_campaign_created`, `ix_link_clicks_ws_at` or `ix_link_clicks_campaign_at`.
+`ix_dm_logs_campaign_created`; `ix_link_click_hours_ws_hour` or `pk_link_click_hours` (and
+`ix_link_clicks_ws_at` or `ix_link_clicks_campaign_at` for a split hour).
 The statements are `_DELIVERIES_*` and `_TAPS_*`, whole workspace or one campaign.
 """
 
@@ -65,23 +67,41 @@ WHERE campaign_id = :campaign_id AND workspace_id = :workspace_id AND created_at
 GROUP BY 1
 """
 )
-_TAPS_WORKSPACE = text(
-    """
-SELECT date_trunc(:unit, clicked_at AT TIME ZONE :tz) AS bucket, count(*) AS taps
-FROM link_clicks
-WHERE workspace_id = :workspace_id AND clicked_at >= :start AND visit = 'click'
+# Taps from the kept counts (`link_click_hours`, per UTC hour), but for the hours a bucket
+# starts inside (a zone half or three quarters of an hour off UTC): those come from the raw
+# rows of that hour alone, so every tap lands in its own local bucket. In a whole-hour zone
+# `:split` is empty and the statement sums a few rows per hour of the range.
+_TAPS = """
+SELECT bucket, sum(taps) AS taps FROM (
+    SELECT date_trunc(:unit, hour AT TIME ZONE :tz) AS bucket, taps
+    FROM link_click_hours
+    WHERE workspace_id = :workspace_id {campaign} AND hour >= :start_hour
+      AND hour <> ALL(CAST(:split AS timestamptz[]))
+    UNION ALL
+    SELECT date_trunc(:unit, c.clicked_at AT TIME ZONE :tz), 1
+    FROM unnest(CAST(:split AS timestamptz[])) AS s(hour)
+    JOIN link_clicks c ON c.workspace_id = :workspace_id {raw_campaign}
+         AND c.clicked_at >= s.hour AND c.clicked_at < s.hour + interval '1 hour'
+    WHERE c.visit = 'click'
+) taps
 GROUP BY 1
 """
-)
+_TAPS_WORKSPACE = text(_TAPS.format(campaign="", raw_campaign=""))
 _TAPS_CAMPAIGN = text(
-    """
-SELECT date_trunc(:unit, clicked_at AT TIME ZONE :tz) AS bucket, count(*) AS taps
-FROM link_clicks
-WHERE campaign_id = :campaign_id AND workspace_id = :workspace_id AND clicked_at >= :start
-  AND visit = 'click'
-GROUP BY 1
-"""
+    _TAPS.format(
+        campaign="AND campaign_id = :campaign_id", raw_campaign="AND c.campaign_id = :campaign_id"
+    )
 )
+
+
+def split_hours(starts: list[datetime]) -> list[datetime]:
+    """The UTC hours that a bucket starting at one of `starts` (aware) cuts in two."""
+    cut = {
+        start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+        for start in starts
+        if start.astimezone(UTC).minute or start.astimezone(UTC).second
+    }
+    return sorted(cut)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +182,9 @@ async def timeline(
         "tz": zone_key(zone),
         "start": buckets[0].replace(tzinfo=zone),
     }
+    starts = [bucket.replace(tzinfo=zone) for bucket in buckets]
+    params["split"] = split_hours(starts)
+    params["start_hour"] = starts[0].astimezone(UTC).replace(minute=0, second=0, microsecond=0)
     deliveries: TextClause = _DELIVERIES_CAMPAIGN if campaign_id else _DELIVERIES_WORKSPACE
     taps: TextClause = _TAPS_CAMPAIGN if campaign_id else _TAPS_WORKSPACE
     index = {bucket: i for i, bucket in enumerate(buckets)}

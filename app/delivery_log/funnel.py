@@ -11,7 +11,8 @@ The steps, each counted from the rows that prove it:
   shown when the campaign has an opening DM (or had one: taps exist);
 - passed: people who got the link (`reveal` SENT, whatever brought them): with the follow
   gate on only a follower gets it; shown when the gate is on;
-- clicked: people who tapped a link (`link_clicks`, a person's visits, once per person).
+- clicked: people who tapped a link (a person's visits, once per person: `link_click_hours`'
+  kept count in all, `link_clicks` day by day).
 
 Seen, matched and sent count comments and deliveries; the later steps count people, once each
 (a person who commented twice is one person). The rate of a step is of the step before it.
@@ -27,8 +28,9 @@ Next to it, the misses: comments the campaign saw and did not answer, by its ver
 (`app.delivery_log.words.STATE_WORDS`).
 
 Every statement reads one campaign's slice through an index: `ix_dm_logs_campaign_created`,
-`ix_link_clicks_campaign_at`, and the ledger's `ix_comments_account_created` per account of
-the workspace, from the campaign's creation on (a campaign sees no comment older than itself).
+`pk_link_click_hours`, `ix_link_clicks_campaign_at` (the day window only), and the ledger's
+`ix_comments_account_created` per account of the workspace, from the campaign's creation on
+(a campaign sees no comment older than itself).
 Totals and days come from one grouped statement per table (`GROUPING SETS`): rows older than the
 day window group under no day and still count in the total.
 """
@@ -122,17 +124,22 @@ WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id
 GROUP BY pr_state
 """
 )
+# People who tapped: in all from the kept counts (each person once by `link_click_people`'s
+# key, summed from a few rows per hour); per day from the window's own rows.
 _CLICKED = text(
     """
-SELECT day, grouping(day) AS all_days, count(DISTINCT recipient_id) AS people
-FROM (
-    SELECT CASE WHEN clicked_at >= :window_start
-                THEN date_trunc('day', clicked_at AT TIME ZONE :tz)::date END AS day,
-           recipient_id
-    FROM link_clicks
-    WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id AND visit = 'click'
-) clicks
-GROUP BY GROUPING SETS ((day), ())
+SELECT COALESCE(sum(people), 0) FROM link_click_hours
+WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id
+"""
+)
+_CLICKED_DAYS = text(
+    """
+SELECT date_trunc('day', clicked_at AT TIME ZONE :tz)::date AS day,
+       count(DISTINCT recipient_id) AS people
+FROM link_clicks
+WHERE campaign_id = :campaign_id AND workspace_id = :workspace_id
+  AND clicked_at >= :window_start AND visit = 'click'
+GROUP BY 1
 """
 )
 
@@ -265,12 +272,9 @@ async def campaign_funnel(
         note(row.day, "seen", values["dm_triggers"])
         for key in ("matched", "sent", "tapped", "passed"):
             note(row.day, key, values[key])
-    clicked = 0
-    for row in (await session.execute(_CLICKED, params)).all():
-        if row.all_days:
-            clicked = int(row.people)
-        else:
-            note(row.day, "clicked", int(row.people))
+    clicked = int((await session.execute(_CLICKED, params)).scalar_one())
+    for row in (await session.execute(_CLICKED_DAYS, params)).all():
+        note(row.day, "clicked", int(row.people))
 
     counts = {
         "seen": sum(verdicts.values()) + totals.get("dm_triggers", 0),

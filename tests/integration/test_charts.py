@@ -6,14 +6,16 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from itertools import count
 from zoneinfo import ZoneInfo
 
 import pytest
 from sqlalchemy import update
 
-from app.db.models import LegState, LinkClick, LinkVisit, Workspace
+from app.clicks.recorder import SpooledClick, copy_clicks
+from app.clicks.visitors import Visit
+from app.db.models import LegState, LinkVisit, Workspace
 from app.delivery_log.charts import Span, Timeline, timeline
 from app.resources import Resources
 from app.settings import Settings
@@ -35,22 +37,20 @@ async def owner(settings: Settings, resources: Resources) -> AsyncIterator[Creat
         yield creator
 
 
-async def tap(
-    resources: Resources, owner: Creator, log_id: int, at: datetime, visit: LinkVisit
-) -> None:
-    async with resources.sessionmaker() as session, session.begin():
-        session.add(
-            LinkClick(
-                click_key=hashlib.sha256(f"chart:{next(_keys)}".encode()).digest(),
+async def tap(resources: Resources, log_id: int, at: datetime, visit: LinkVisit) -> None:
+    """A visit recorded as the redirect's copier records it (the row and the kept counts)."""
+    await copy_clicks(
+        resources.engine,
+        [
+            SpooledClick(
+                key=hashlib.sha256(f"chart:{next(_keys)}".encode()).digest()[:16],
                 dm_log_id=log_id,
-                workspace_id=owner.workspace_id,
-                campaign_id=owner.campaign_id,
-                recipient_id="111",
                 button=0,
-                visit=visit,
-                clicked_at=at,
+                visit=Visit(visit.value),
+                at=at,
             )
-        )
+        ],
+    )
 
 
 async def seed(resources: Resources, owner: Creator, now: datetime) -> dict[str, datetime]:
@@ -68,9 +68,9 @@ async def seed(resources: Resources, owner: Creator, now: datetime) -> dict[str,
     await add_log(resources, owner, state=LegState.SENT, created_at=at["long_ago"])
     other = await add_campaign(resources, owner.workspace_id, owner.account_id, "Bread")
     await add_log(resources, owner, state=LegState.SENT, created_at=at["now"], campaign_id=other)
-    await tap(resources, owner, sent, at["now"], LinkVisit.CLICK)
-    await tap(resources, owner, sent, at["days_ago"], LinkVisit.CLICK)
-    await tap(resources, owner, sent, at["now"], LinkVisit.PREVIEW)
+    await tap(resources, sent, at["now"], LinkVisit.CLICK)
+    await tap(resources, sent, at["days_ago"], LinkVisit.CLICK)
+    await tap(resources, sent, at["now"], LinkVisit.PREVIEW)
     return at
 
 
@@ -125,6 +125,52 @@ async def test_the_charts_agree_with_the_rows(resources: Resources, owner: Creat
     # The whole workspace: the other campaign's DM too.
     workspace = await chart_of(resources, owner, Span.DAYS, now)
     assert nonzero(workspace, "sent") == {today: 2, before: 1}
+
+
+async def test_taps_land_in_their_local_bucket_half_an_hour_off_utc(
+    resources: Resources, owner: Creator
+) -> None:
+    """India's days and hours start at :30 UTC, inside the hours the tap counts are kept by:
+    taps either side of such a start still land on their own side."""
+    kolkata = ZoneInfo("Asia/Kolkata")
+    now = datetime.now(UTC)
+    row = await add_log(resources, owner, state=LegState.SENT, created_at=now - timedelta(days=3))
+    midnight = datetime.combine(
+        now.astimezone(kolkata).date() - timedelta(days=2), time.min, kolkata
+    )
+    hour = now.astimezone(kolkata).replace(minute=0, second=0, microsecond=0) - timedelta(hours=3)
+    moments = [
+        midnight - timedelta(minutes=10),
+        midnight + timedelta(minutes=10),
+        midnight + timedelta(hours=5),  # a whole UTC hour, from the kept counts alone
+        hour - timedelta(minutes=10),
+        hour + timedelta(minutes=10),
+    ]
+    for moment in moments:
+        await tap(resources, row, moment, LinkVisit.CLICK)
+
+    def local(moment: datetime, unit: str) -> datetime:
+        at = moment.astimezone(kolkata).replace(tzinfo=None, minute=0, second=0, microsecond=0)
+        return at.replace(hour=0) if unit == "day" else at
+
+    async with resources.sessionmaker() as session:
+        for span, unit in ((Span.DAYS, "day"), (Span.HOURS, "hour")):
+            chart = await timeline(
+                session,
+                workspace_id=owner.workspace_id,
+                campaign_id=owner.campaign_id,
+                span=span,
+                zone=kolkata,
+                now=now,
+            )
+            expected: dict[int, int] = {}
+            for moment in moments:
+                key = local(moment, unit)
+                if key in chart.buckets:
+                    at = chart.buckets.index(key)
+                    expected[at] = expected.get(at, 0) + 1
+            assert nonzero(chart, "taps") == expected
+            assert len(expected) >= 2  # both sides of a start that falls inside a UTC hour
 
 
 def chart_totals(html: str, figure: str) -> dict[str, str]:
