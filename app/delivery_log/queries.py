@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, or_, select
+from sqlalchemy import Boolean, ColumnElement, Select, literal_column, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.campaigns.matching import read_from
@@ -143,6 +143,9 @@ def older_than(key: Key) -> ColumnElement[bool]:
     return paging.older_than(DmLog.created_at, DmLog.id, key)
 
 
+_NOT_A_COMMENT = literal_column("dm_logs.trigger_kind <> 'comment'", Boolean)
+
+
 def log_conditions(workspace_id: int, f: LogFilter) -> list[ColumnElement[bool]]:
     where: list[ColumnElement[bool]] = [DmLog.workspace_id == workspace_id]
     states = f.states
@@ -154,6 +157,9 @@ def log_conditions(workspace_id: int, f: LogFilter) -> list[ColumnElement[bool]]
         where.append(DmLog.campaign_id == f.campaign_id)
     if f.trigger is not None:
         where.append(DmLog.trigger_kind == f.trigger)
+        if f.trigger is not TriggerKind.COMMENT:
+            # Spelled as the partial index's predicate, so the planner can use that index.
+            where.append(_NOT_A_COMMENT)
     if f.account_id is not None:
         where.append(DmLog.account_id == f.account_id)
     return where + common_conditions(

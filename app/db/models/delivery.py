@@ -106,6 +106,16 @@ class DmLog(Base):
             text("created_at DESC"),
             text("id DESC"),
         ),
+        # The log's trigger filter: the rarer kinds only, so a comment's insert pays nothing
+        # (comments are most rows; their filter walks `ix_dm_logs_ws_created`).
+        Index(
+            "ix_dm_logs_ws_trigger_created",
+            "workspace_id",
+            "trigger_kind",
+            text("created_at DESC"),
+            text("id DESC"),
+            postgresql_where=text("trigger_kind <> 'comment'"),
+        ),
         Index(
             "ix_dm_logs_campaign_created", "campaign_id", text("created_at DESC"), text("id DESC")
         ),
