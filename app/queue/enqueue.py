@@ -25,7 +25,6 @@ from typing import Any
 
 from redis.asyncio import Redis
 from saq import Job, Queue
-from saq.queue.redis import RedisQueue
 
 from app.queue import saq_adapter
 from app.queue.names import JobName
@@ -51,7 +50,7 @@ def lane_queue_name(base: str, lane: Lane) -> str:
     return base if lane is Lane.WORK else f"{base}-{lane.value}"
 
 
-class JobQueue(RedisQueue):
+class JobQueue(saq_adapter.LeanRedisQueue):
     """A SAQ Redis queue for one lane that stamps each job it enqueues with the options of its
     name, and knows its sibling lanes: `lane_for` gives the queue a job of a name goes to.
 

@@ -1,6 +1,6 @@
 """Everything we use of SAQ beyond its documented API, in one place.
 
-Three needs reach into SAQ's internals:
+What reaches into SAQ's internals:
 
 - `enqueue_pipelined`: many jobs through one Redis pipeline. It runs SAQ's own enqueue script
   (`RedisQueue._enqueue_script`, registered by SAQ's first ordinary enqueue on the queue) with
@@ -19,6 +19,8 @@ Three needs reach into SAQ's internals:
   such a job only past its timeout plus up to a minute, and abort it rather than run it
   again when it has no retries left; the requeue is one Lua script that compares the stored
   payload first, so a job that finished or was requeued meanwhile is left alone.
+- `LeanRedisQueue`: SAQ's Redis queue with its `dequeue`, `_update` and `_finish` each in one
+  round trip, using the queue's lists (`_queued`, `_active`, `_incomplete`).
 
 tests/integration/test_saq_adapter.py pins each of these against the installed SAQ on a
 real Redis, so an upgrade that changes one fails there, naming what changed.
@@ -78,6 +80,70 @@ async def enqueue_pipelined(
                 )
             added += sum(1 for result in await pipe.execute() if result)
     return added
+
+
+# Take the next waiting job and read it in one round trip. Only for a job already waiting:
+# a blocking wait cannot run inside a script, so an empty queue falls back to SAQ's own
+# blocking dequeue.
+_TAKE_WAITING = """
+local job_id = redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT')
+if not job_id then return nil end
+return {job_id, redis.call('GET', job_id)}
+"""
+
+
+class LeanRedisQueue(RedisQueue):
+    """SAQ's Redis queue, each step of a job's life in one round trip instead of two.
+
+    SAQ takes a job (BLMOVE, then GET), marks it active (SET, then PUBLISH) and finishes it
+    (a MULTI of LREM, ZREM, SETEX, then PUBLISH): six round trips per job, each a system call
+    and a wake-up of Redis on both sides. Here a waiting job is taken and read by one script
+    (`_TAKE_WAITING`), and each status change is written with its notification in one
+    pipeline, in SAQ's own order: three round trips. What is stored, and what a listener is
+    told, is what SAQ's own methods store and tell.
+    """
+
+    async def dequeue(
+        self,
+        timeout: float = 0.0,  # noqa: ASYNC109 - SAQ's signature
+        poll_interval: float = 0.0,
+    ) -> Job | None:
+        if await self.version() >= (6, 2, 0):
+            take = getattr(self, "_take_waiting", None)
+            if take is None:
+                take = self._take_waiting = self.redis.register_script(_TAKE_WAITING)
+            taken = await take(keys=[self._queued, self._active])
+            if taken:
+                # A payload gone between being queued and taken gives None, as SAQ's own does.
+                return self.deserialize(taken[1])
+        return await super().dequeue(timeout=timeout, poll_interval=poll_interval)
+
+    async def _update(self, job: Job, status: Status | None = None, **kwargs: Any) -> None:
+        if not status:
+            await super()._update(job, status, **kwargs)
+            return
+        job.status = status
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.set(job.id, self.serialize(job))
+            pipe.publish(job.id, job.status)
+            await pipe.execute()
+
+    async def _finish(
+        self, job: Job, status: Status, *, result: Any = None, error: str | None = None
+    ) -> None:
+        job_id = job.id
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.lrem(self._active, 1, job_id)
+            pipe.zrem(self._incomplete, job_id)
+            if job.ttl > 0:
+                pipe.setex(job_id, job.ttl, self.serialize(job))
+            elif job.ttl == 0:
+                pipe.set(job_id, self.serialize(job))
+            else:
+                pipe.delete(job_id)
+            # Inside the transaction, after the writes: a listener woken by it reads them.
+            pipe.publish(job_id, job.status)
+            await pipe.execute()
 
 
 def running_job_tasks(worker: Worker[Any]) -> list[asyncio.Task[Any]]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import saq
+from redis.asyncio import Redis
 from saq import CronJob, Job, Worker
 from saq.queue.redis import RedisQueue
 
@@ -216,3 +217,67 @@ async def test_a_finished_job_is_not_requeued(queue: RedisQueue) -> None:
     assert await saq_adapter.held_jobs(queue) == []
     assert await saq_adapter.requeue_held(queue, seen, "taken over: test") is False
     assert await saq_adapter.queued_job_keys(queue) == []
+
+
+async def echo(ctx: dict[str, Any], *, value: int) -> int:
+    return value
+
+
+async def _run_jobs(queue: RedisQueue) -> tuple[list[Job | None], list[list[str]]]:
+    """One job taken from a waiting queue, one that arrives while the worker waits: each job
+    as stored afterwards, and the statuses published for each."""
+    keys = ("waiting", "arriving")
+    heard: dict[str, list[str]] = {key: [] for key in keys}
+    pubsub = queue.redis.pubsub()
+    await pubsub.subscribe(*(queue.job_id(key) for key in keys))
+
+    async def listen() -> None:
+        async for message in pubsub.listen():
+            if message["type"] == "message":
+                key = queue.job_key_from_id(message["channel"].decode())
+                heard[key].append(message["data"].decode())
+
+    listener = asyncio.create_task(listen())
+    await queue.enqueue("echo", key="waiting", value=1)
+    worker = Worker[Any](queue, functions=[echo], concurrency=1)
+    running = asyncio.create_task(worker.start())
+    try:
+        await _eventually(lambda: "complete" in heard["waiting"], "the waiting job to finish")
+        await queue.enqueue("echo", key="arriving", value=2)
+        await _eventually(lambda: "complete" in heard["arriving"], "the arriving job to finish")
+    finally:
+        await worker.stop()
+        await asyncio.wait_for(running, timeout=30)
+        listener.cancel()
+        await asyncio.gather(listener, return_exceptions=True)
+        await pubsub.aclose()
+    assert await saq_adapter.pending_job_keys(queue) == []
+    assert await saq_adapter.queued_job_keys(queue) == []
+    assert await saq_adapter.held_jobs(queue) == []
+    return await queue.jobs(keys), [heard[key] for key in keys]
+
+
+async def test_the_lean_queue_runs_a_job_as_saqs_own_does(settings: Settings) -> None:
+    for name in ("dequeue", "_update", "_finish"):
+        pinned(callable(getattr(RedisQueue, name, None)), f"RedisQueue.{name}")
+    pinned(isinstance(getattr(RedisQueue(Redis(), name="x"), "_active", None), str), "_active")
+    results = []
+    for queue_class in (RedisQueue, saq_adapter.LeanRedisQueue):
+        queue = queue_class.from_url(settings.redis_url, name=f"saq-{queue_class.__name__}")
+        await queue.connect()
+        try:
+            results.append(await _run_jobs(queue))
+        finally:
+            await queue.disconnect()
+    (saq_jobs, saq_heard), (lean_jobs, lean_heard) = results
+    assert lean_heard == saq_heard == [["active", "complete"], ["active", "complete"]]
+    for saq_job, lean_job in zip(saq_jobs, lean_jobs, strict=True):
+        assert saq_job is not None
+        assert lean_job is not None
+        assert (lean_job.status, lean_job.result, lean_job.attempts) == (
+            saq_job.status,
+            saq_job.result,
+            saq_job.attempts,
+        )
+        assert lean_job.status == saq.Status.COMPLETE
+        assert lean_job.worker_id is not None
