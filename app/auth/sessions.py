@@ -42,9 +42,10 @@ _ROTATE_MARKER = "__rotate__"
 # Where the backend remembers the stored bytes it loaded, to detect a change.
 _LOADED_KEY = "oncereply.session.loaded"
 
-# Paths that never need a session: machine endpoints, assets polled or fetched often, and the
-# shared report pages, which must set no cookie.
-SESSIONLESS_PATHS = ["^/static/", "^/health", "^/status/", "^/webhooks/", "^/r/"]
+# Paths that never need a session: machine endpoints, assets polled or fetched often, the
+# shared report pages, which must set no cookie, and the tracked-link redirect, which must
+# set none either and must not wait on Redis (a fan may be signed in to the dashboard too).
+SESSIONLESS_PATHS = ["^/static/", "^/health", "^/status/", "^/webhooks/", "^/r/", "^/go/"]
 
 
 def rotate_session(connection: ASGIConnection[Any, Any, Any, Any], data: dict[str, Any]) -> None:

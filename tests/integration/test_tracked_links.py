@@ -21,6 +21,7 @@ from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from app.asgi import create_app
+from app.auth.sessions import SESSION_COOKIE
 from app.clicks.links import LINK_PATH, LinkTracker
 from app.clicks.tokens import link_key
 from app.db.models import LegState, MessageKind
@@ -231,6 +232,15 @@ async def test_redirect_answers_while_postgres_and_redis_are_down(
             answer = await client.get(path, headers=PHONE, follow_redirects=False)
             assert answer.status_code == 302
             assert answer.headers["location"] == RECIPE
+            # A fan who is also signed in to the dashboard: the session is never looked up
+            # (Redis is down) and no cookie comes back.
+            signed_in = await client.get(
+                path,
+                headers={**PHONE, "cookie": f"{SESSION_COOKIE}=abcdefabcdefabcdef"},
+                follow_redirects=False,
+            )
+            assert signed_in.status_code == 302
+            assert "set-cookie" not in signed_in.headers
 
             async def sealed() -> bool:
                 return any(p.suffix == ".ready" for p in spooled(spool))
@@ -244,7 +254,7 @@ async def test_redirect_answers_while_postgres_and_redis_are_down(
             redis.up()
             # The recorder's own loop copies it, with no help from the test.
             await copied(spool)
-    assert await clicks(settings) == [(row, 0, "click", "333", owner.campaign_id)]
+    assert await clicks(settings) == [(row, 0, "click", "333", owner.campaign_id)] * 2
 
 
 def _db_url(settings: Settings) -> str:
