@@ -77,11 +77,14 @@ async def _resolve(host: str, port: int) -> list[_IPAddress]:
 
 async def _pinned(url: str, *, allow_loopback: bool) -> tuple[str, str, str]:
     """(URL with the checked address as host, Host header, TLS server name) for `url`."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:  # a bracketed host that is no address, a port that is no port
+        raise ImageRefusedError(UNREACHABLE) from exc
     if parts.scheme not in ("https", "http") or not host:
         raise ImageRefusedError("Use a full https:// link to the image.")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
     addresses = await _resolve(host, port)
     if not addresses or not all(
         address_allowed(a, allow_loopback=allow_loopback) for a in addresses

@@ -53,8 +53,12 @@ def image_url_problem(url: str) -> str | None:
     """Why `url` cannot be the DM's image, as far as the link itself tells."""
     if len(url) > MAX_IMAGE_URL:
         return f"Image links are at most {MAX_IMAGE_URL} characters."
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
+    try:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        _ = parts.port  # a port that is not one refuses the link too
+    except ValueError:
+        return "That image link is not a valid web address; copy it again from the browser."
     full = bool(parts.netloc) and " " not in url and not parts.username and not parts.password
     if parts.scheme == "https" and full:
         return None

@@ -451,7 +451,10 @@ def link_problem(url: str) -> str | None:
     """Why `url` cannot be a button's link (the preview links only URLs that pass)."""
     if not url:
         return "Add the link this button opens."
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. "https://[x": a bracketed host that is no IPv6 address
+        return "Use a full https:// link, like https://example.com/guide."
     if parts.scheme != "https" or not parts.netloc or " " in url:
         return "Use a full https:// link, like https://example.com/guide."
     if len(url) > MAX_URL:

@@ -51,6 +51,9 @@ def _input(**changes: Any) -> CampaignInput:
         ("https://user:secret@example.com/a.jpg", False),
         ("https://example.com/a b.jpg", False),
         ("https://example.com/" + "a" * 2000, False),
+        ("https://[x/a.png", False),  # a bracketed host that is no address: an error, not a crash
+        ("https://example.com:99999/a.png", False),
+        ("https://example.com:abc/a.png", False),
     ],
 )
 def test_image_link(url: str, ok: bool) -> None:
@@ -267,3 +270,9 @@ def test_a_story_campaign_always_answers_by_dm() -> None:
         errors = check_campaign(form, require_complete=True)
         assert "card_enabled" not in errors, errors
         assert "dm_image_url" not in errors, errors
+
+
+def test_a_button_link_that_cannot_be_parsed_is_a_field_error() -> None:
+    buttons = [LinkButton("Get it", "https://[x/guide"), LinkButton("", ""), LinkButton("", "")]
+    errors = check_campaign(_input(buttons=buttons), require_complete=False)
+    assert errors["button_1"].startswith("Use a full https:// link")
