@@ -66,3 +66,17 @@ def emoji_keyword_key(keyword: str) -> str | None:
     if not units or "" in units:
         return None
     return f"{SEP}{SEP.join(units)}{SEP}"
+
+
+def joined_parts(text: str) -> dict[str, str]:
+    """The emoji joined into a ZWJ sequence of `text` (each in its comparable form), mapped to
+    the first sequence holding it as written: {"👨": "👨‍👩‍👧"} for a family."""
+    parts: dict[str, str] = {}
+    for found in () if text.isascii() else _EMOJI_CLUSTER.finditer(text):
+        cluster = found.group()
+        if "\u200d" not in cluster:
+            continue
+        for part in emoji_unit(cluster).split("\u200d"):
+            if part and part != emoji_unit(cluster):
+                parts.setdefault(part, cluster)
+    return parts

@@ -76,7 +76,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from app.campaigns.emoji import emoji_key, emoji_keyword_key
+from app.campaigns.emoji import SEP, emoji_key, emoji_keyword_key, joined_parts
 from app.campaigns.numeric_codes import ReadWord, is_numeric_code, read_as_numbers
 from app.db.models import Campaign, CampaignScope, CampaignStatus, MatchMode, MissReason
 
@@ -227,6 +227,19 @@ def inside_a_word(text: str, keywords: Iterable[str]) -> str | None:
     word of `text` ("recipe" in "recipes?"), for telling the creator why."""
     found = match_prepared(MessageText(text), prepare_keywords(keywords), (), MatchMode.CONTAINS)
     return found.keyword
+
+
+def inside_an_emoji(text: str, keywords: Iterable[str]) -> tuple[str, str] | None:
+    """An emoji keyword that missed only because `text` has it joined into another emoji (👨
+    in the family 👨‍👩‍👧), with that emoji as written, for telling the creator why."""
+    parts = joined_parts(text)
+    if not parts:
+        return None
+    for keyword in prepare_keywords(keywords):
+        unit = keyword.emoji.strip(SEP)
+        if keyword.emoji and SEP not in unit and unit in parts:
+            return keyword.raw, parts[unit]
+    return None
 
 
 def _first_found(

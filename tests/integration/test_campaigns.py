@@ -710,6 +710,9 @@ async def test_emoji_keywords_and_number_codes_save_and_try(
     assert "“Fire” would send the DM" in await try_comment("🔥🔥")
     assert "“Fire” would send the DM" in await try_comment("yes 👍🏿")
     assert "excludes a word" in await try_comment("🔥 👎")
+    joined = await try_comment("❤️‍🔥")
+    assert 'data-matched="no"' in joined
+    assert "🔥 appears only joined into ❤️‍🔥, which counts as an emoji of its own" in joined
     code = await try_comment("code 2O24 please")
     assert "“Code” would send the DM" in code
     assert "“2O24” in the comment was read as 2024" in code

@@ -16,6 +16,7 @@ from app.campaigns.matching import (
     CommentFacts,
     choose_campaign,
     inside_a_word,
+    inside_an_emoji,
     keyword_is_matchable,
     match_keywords,
 )
@@ -255,3 +256,14 @@ def test_a_matchable_keyword_matches_itself_in_every_mode(keyword: str) -> None:
         return
     for mode in KEYWORD_MODES:
         assert match_keywords(keyword, [keyword], [], mode).matched, mode
+
+
+def test_an_emoji_joined_into_another_is_named_for_the_creator() -> None:
+    assert inside_an_emoji(FAMILY, ["guide", "👨"]) == ("👨", FAMILY)
+    assert inside_an_emoji(f"so {HEART_ON_FIRE}", ["🔥"]) == ("🔥", HEART_ON_FIRE)
+    assert inside_an_emoji("👩🏽‍🚀", ["🚀"]) == ("🚀", "👩🏽‍🚀")
+    # A gender variant is the same emoji, not a part of another; plain text has no parts.
+    assert inside_an_emoji("🏃‍♀️", ["🏃"]) is None
+    assert inside_an_emoji("🔥", ["🔥"]) is None
+    assert inside_an_emoji("fire", ["🔥"]) is None
+    assert inside_an_emoji(FAMILY, ["👨👩"]) is None  # several emoji: no single part

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.cards import get_account, list_usable_accounts
 from app.auth.current import Viewer
-from app.campaigns.matching import CommentFacts, choose_campaign, inside_a_word
+from app.campaigns.matching import CommentFacts, choose_campaign, inside_a_word, inside_an_emoji
 from app.campaigns.rules import load_rules_to_try
 from app.campaigns.validation import MAX_REPLY
 from app.db.bounds import parse_id
@@ -67,6 +67,11 @@ async def try_comment(
             for rule in rules
             if rule.match_mode is MatchMode.WHOLE_WORD
             and (keyword := inside_a_word(text, rule.keywords)) is not None
+        },
+        "inside_emoji": {
+            rule.id: found
+            for rule in rules
+            if (found := inside_an_emoji(text, rule.keywords)) is not None
         },
     }
     headers = {**NO_STORE, "Vary": "HX-Request"}
