@@ -1,0 +1,34 @@
+"""dm_logs: a partial index of each campaign's link DMs sent (the click-through rate's whole)
+
+Revision ID: 0020
+Revises: 0019
+Create Date: 2026-12-02
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0020"
+down_revision: str | None = "0019"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    op.create_index(
+        "ix_dm_logs_campaign_link_sent",
+        "dm_logs",
+        ["campaign_id", "workspace_id"],
+        unique=False,
+        postgresql_where=sa.text("pr_state = 'SENT' AND message_kind = 'reveal'"),
+    )
+
+
+def downgrade() -> None:
+    op.drop_index(
+        "ix_dm_logs_campaign_link_sent",
+        table_name="dm_logs",
+        postgresql_where=sa.text("pr_state = 'SENT' AND message_kind = 'reveal'"),
+    )
