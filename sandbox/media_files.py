@@ -11,11 +11,13 @@ headers alone, with the size the body would have:
 | ``huge.jpg`` | ``image/jpeg`` of 9 MB (past Instagram's 8 MB) |
 | ``page.html`` | an HTML page, not an image |
 | ``no-head.png`` | the PNG, but HEAD is 405 (the check falls back to a ranged GET) |
+| ``slow.png`` | the PNG after 30 seconds (a host that does not answer in time) |
 | anything else | 404 |
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 
 from litestar import asgi
@@ -26,6 +28,7 @@ PNG = base64.b64decode(
 )
 GIF = base64.b64decode("R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7")
 HUGE_BYTES = 9 * 1024 * 1024
+SLOW_S = 30.0
 _CHUNK = b"\0" * 65536
 
 
@@ -79,6 +82,9 @@ async def media_file(scope: Scope, receive: Receive, send: Send) -> None:
     elif name == "page.html":
         page = b"<!doctype html><title>Not an image</title>"
         await _answer(send, 200, "text/html; charset=utf-8", len(page), page, head=head)
+    elif name == "slow.png":
+        await asyncio.sleep(SLOW_S)
+        await _answer(send, 200, "image/png", len(PNG), PNG, head=head)
     elif name == "no-head.png":
         if head:
             await _answer(send, 405, "text/plain", 0, b"", head=True)

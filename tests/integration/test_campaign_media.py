@@ -5,6 +5,7 @@ allowed for it by `IMAGE_CHECK_ALLOW_LOOPBACK`, as in development."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -238,3 +239,24 @@ async def test_the_check_itself(media: str, settings: Settings) -> None:
     assert not settings.image_check_allow_loopback
     with pytest.raises(ImageRefusedError, match="private or local address"):
         await check_image(f"{media}/cover.png", allow_loopback=False)
+
+
+async def test_a_slow_host_is_a_field_error_in_time_and_the_loop_keeps_running(
+    media: str,
+) -> None:
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.05)
+            ticks += 1
+
+    ticker = asyncio.create_task(tick())
+    try:
+        with pytest.raises(ImageRefusedError, match="did not answer within 1 seconds"):
+            await check_image(f"{media}/slow.png", allow_loopback=True, timeout_s=1.0)
+    finally:
+        ticker.cancel()
+    # The wait was spent awaiting, not holding the loop: the ticker ran meanwhile.
+    assert ticks >= 2, ticks
