@@ -815,3 +815,5 @@ async def test_a_story_mention_campaign_needs_no_keywords(
     assert campaign.once_per_person
     listing = await client.get("/campaigns")
     assert "Mentions in stories" in listing.text
+    assert "every mention" in listing.text
+    assert "any comment" not in listing.text
