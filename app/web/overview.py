@@ -21,7 +21,7 @@ from app.auth.current import Viewer
 from app.auth.throttle import LoginThrottle
 from app.campaigns.service import count_by_status
 from app.db.models import AccountStatus
-from app.delivery_log.charts import parse_span, timeline
+from app.delivery_log.charts import Span, parse_span, timeline
 from app.delivery_log.overview import load_overview
 from app.delivery_log.surge import load_surges
 from app.health import check_health
@@ -47,7 +47,8 @@ async def home(
     chart = await timeline(
         db_session,
         workspace_id=viewer.workspace_id,
-        span=parse_span(request.query_params.get("range")),
+        # Opens on the last 24 hours: the overview is about today, and it re-reads every 10 s.
+        span=parse_span(request.query_params.get("range"), Span.HOURS),
         zone=zone,
         now=now,
     )
