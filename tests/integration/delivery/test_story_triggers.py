@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from app.db.engine import autocommit
 from app.db.models import (
     CampaignTrigger,
     LegState,
@@ -19,7 +20,10 @@ from app.db.models import (
     MessagingMissReason,
     TriggerKind,
 )
+from app.delivery.recovery import sweeps
+from app.delivery.recovery.inbox_check import verify_unconfirmed
 from app.delivery.send.budget import budget_key
+from app.delivery.send.dispatch import deliver
 from tests.integration.delivery.conftest import World
 from tests.integration.delivery.conversations import (
     ACCOUNT,
@@ -329,3 +333,31 @@ async def test_story_reply_and_mention_through_web_and_a_worker_each_once(
     [thanks] = world.inbox("sam.okafor")
     assert text_of(thanks) == "Thanks for the mention!"
     assert len(admin.webhook_attempts()) >= 6, "every webhook was delivered three times"
+
+
+async def test_a_story_reply_dm_whose_answer_was_lost_is_unconfirmed_never_resent(
+    world: World,
+) -> None:
+    """Meta delivered the DM but answered 500: UNCONFIRMED, nothing sends it again, and the
+    inbox check finds it in the conversation."""
+    hooks = Hooks(world)
+    await story_campaign(world)
+    story = world.admin.publish_story(ACCOUNT, "Reply LOAF")
+    world.admin.fan_story_reply("olga.petrova", ACCOUNT, story["id"], "loaf")
+    await hooks.deliver("messages")
+    row = await one(world, TriggerKind.STORY_REPLY)
+    world.admin.add_fault("messages", "deliver_then_error", code=1, times=1)
+    [report] = await run_due(world)
+    assert report.private == "UNCONFIRMED"
+
+    await deliver(world.resources, worker_id="w2", dm_log_id=row.id)
+    async with autocommit(world.resources.engine) as conn:
+        await sweeps.relay_due_work(conn, world.resources.queue, grace_s=0)
+        await sweeps.sweep_stale_claims(conn, None, older_than_s=0)
+    await run_due(world)
+    assert len(world.inbox("olga.petrova")) == 1
+    assert (await world.log(row.id)).pr_state is LegState.UNCONFIRMED
+
+    result = await verify_unconfirmed(world.resources, row.id)
+    assert result.status == "confirmed", result
+    assert (await world.log(row.id)).pr_state is LegState.SENT
