@@ -13,8 +13,9 @@ process and waits until every row is SENT. Prints one JSON document:
   (both stamped by PostgreSQL, so worker start-up is not counted);
 - `worker_cpu_ms_per_delivery`: the worker process's CPU time per delivery, a figure that
   does not move with what else the machine runs (the sandbox and PostgreSQL share its cores);
-- `sql`: counted inside the worker process (this module's `--worker-process` mode installs
-  SQLAlchemy listeners, with the crons off so only deliveries are counted): statements per
+- `sql`: counted inside the worker process (this module's `--worker-process` mode counts
+  psycopg's cursor executions and installs SQLAlchemy listeners, with the crons off so only
+  deliveries are counted): statements per
   delivery, pool checkouts (each one a pre-ping round trip), BEGIN/COMMIT/ROLLBACK on
   non-autocommit connections, their sum as database round trips per delivery, and the
   server's own transaction count from `pg_stat_database` as a cross-check.
@@ -302,9 +303,15 @@ def worker_process() -> int:
     def autocommit(conn: Connection) -> bool:
         return conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
 
-    @event.listens_for(Engine, "before_cursor_execute")
-    def _statement(*_: Any) -> None:
+    # Counted at the driver: the delivery's hot statements go to psycopg directly
+    # (`app.db.raw.driver_of`), the rest through SQLAlchemy, which runs psycopg's cursor too.
+    execute = psycopg.AsyncCursor.execute
+
+    async def counted(cursor: Any, *args: Any, **kwargs: Any) -> Any:
         counts["statements"] += 1
+        return await execute(cursor, *args, **kwargs)
+
+    psycopg.AsyncCursor.execute = counted  # type: ignore[method-assign,assignment]
 
     @event.listens_for(Pool, "checkout")
     def _checkout(_dbapi: Any, _record: Any, proxy: Any) -> None:

@@ -7,23 +7,64 @@ PostgreSQL's binary format (arrays especially). SQL text must be constant; value
 travel as parameters.
 
 `Db` is a psycopg `AsyncConnection`: `db_of(session)` gives the one under an `AsyncSession`
-(statements then run inside the session's transaction); `pipelined_transaction(engine)` gives
-a pooled one in pipeline mode inside a transaction, so `BEGIN` travels with the first query
-and statements whose results nobody waits for travel with `COMMIT` — on a machine where a
-round trip costs as much CPU as the statement, that halves the trips of a short transaction.
+(statements then run inside the session's transaction), `driver_of(conn)` the one under a
+SQLAlchemy connection (on an autocommit one, each statement is its own transaction);
+`pipelined_transaction(engine)` gives a pooled one in pipeline mode inside a transaction, so
+`BEGIN` travels with the first query and statements whose results nobody waits for travel
+with `COMMIT` — on a machine where a round trip costs as much CPU as the statement, that
+halves the trips of a short transaction.
+
+The delivery statements are written with SQLAlchemy's `:name` parameters, as every other
+statement of the engine is, and run through the driver (`psycopg_sql` turns them into psycopg's
+placeholders once, at import): a delivery's four statements then skip SQLAlchemy's execution
+and result layers (measured: ~0.2 ms of CPU a statement with 32 concurrent deliveries).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, TypeAlias
 
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
+from sqlalchemy.ext.asyncio import AsyncConnection as SqlConnection
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 Db: TypeAlias = AsyncConnection[Any]
+
+# SQLAlchemy's own pattern for a `:name` parameter of `text()` (not `::type`, not `\:`).
+_BIND = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")
+
+
+def psycopg_sql(sql: str) -> str:
+    """`sql` written with `:name` parameters, with psycopg's `%(name)s` instead."""
+    if "%" in sql:
+        raise ValueError("a literal % would need escaping for psycopg; keep it out of the SQL")
+    return _BIND.sub(r"%(\1)s", sql)
+
+
+async def driver_of(conn: SqlConnection) -> Db:
+    """The psycopg connection under a SQLAlchemy connection."""
+    raw = await conn.get_raw_connection()
+    driver: Db = raw.driver_connection  # type: ignore[assignment]
+    return driver
+
+
+async def fetch_one(db: Db, sql: str, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """The first row of a statement (a query, or a write with `RETURNING`), if any."""
+    cursor = await db.execute(sql, params)
+    row: tuple[Any, ...] | None = await cursor.fetchone()
+    return row
+
+
+async def fetch_one_dict(db: Db, sql: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Like `fetch_one`, the row as a dict keyed by column name."""
+    cursor = db.cursor(row_factory=dict_row)
+    await cursor.execute(sql, params)
+    row: dict[str, Any] | None = await cursor.fetchone()
+    return row
 
 
 async def db_of(session: AsyncSession) -> Db:

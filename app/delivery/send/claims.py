@@ -23,8 +23,10 @@
   each other: either the sweep sees the mark, or the mark sees the leg gone.
 
 They run on autocommit connections (`app.db.engine.autocommit`): every statement is its own
-transaction, so a delivery costs one round trip per statement and no BEGIN/COMMIT. What
-happens after the call (recording, settling, postponing) is in `recording`.
+transaction, so a delivery costs one round trip per statement and no BEGIN/COMMIT. The load,
+the claims and the request note, run once or more for every delivery, go through the driver
+(`app.db.raw.driver_of`), skipping SQLAlchemy's execution and result layers. What happens
+after the call (recording, settling, postponing) is in `recording`.
 
 A person claim is held by a log row while that row may still deliver or has delivered
 (PENDING, IN_FLIGHT, SENT, UNCONFIRMED). A row that ended without delivering gives it up
@@ -36,13 +38,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from datetime import date
 from typing import Any
 
-from sqlalchemy import RowMapping, text
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.models import Leg, LegState, MessageKind, PersonClaim
+from app.db.raw import driver_of, fetch_one, fetch_one_dict, psycopg_sql
 from app.delivery.send.legs import MAX_PUBLIC_ATTEMPTS, AccountUnable, Claim, Delivery
 from app.delivery.send.quota import RESERVE_UPSERT
 
@@ -87,7 +91,7 @@ REVEALED_ELSEWHERE = f"""EXISTS (
 
 # Every column is named as the `Delivery` field it fills.
 _DELIVERY_FIELDS = tuple(field.name for field in dataclasses.fields(Delivery))
-_LOAD = text(
+_LOAD = psycopg_sql(
     f"""
 SELECT d.id, d.workspace_id, d.account_id, d.campaign_id, d.trigger_kind, d.trigger_id,
        d.recipient_id, d.recipient_username, d.deadline_at,
@@ -127,11 +131,11 @@ WHERE d.id = :id
 
 
 async def load_delivery(conn: AsyncConnection, dm_log_id: int) -> Delivery | None:
-    row = (await conn.execute(_LOAD, {"id": dm_log_id})).first()
-    return _delivery(row._mapping) if row is not None else None
+    row = await fetch_one_dict(await driver_of(conn), _LOAD, {"id": dm_log_id})
+    return _delivery(row) if row is not None else None
 
 
-def _delivery(columns: RowMapping) -> Delivery:
+def _delivery(columns: Mapping[str, Any]) -> Delivery:
     """`_LOAD`'s row as a `Delivery`: each field from the column of its name, the enums made."""
     # Keyed by the field names themselves: interned, they match the parameters at once.
     fields = {name: columns[name] for name in _DELIVERY_FIELDS}
@@ -151,7 +155,7 @@ def _delivery(columns: RowMapping) -> Delivery:
 # --- claims ------------------------------------------------------------------------------
 
 
-_CLAIM_PRIVATE = text(
+_CLAIM_PRIVATE = psycopg_sql(
     f"""
 WITH target AS (
     SELECT d.id, d.workspace_id, d.campaign_id, d.recipient_id,
@@ -251,31 +255,29 @@ async def claim_private_reply(
     None when another worker has it or it is not claimable. `person` is what the person is
     claimed for (None: no once-per-person claim, for follow prompts and follow-ups);
     `evidence` is merged into `pr_evidence`."""
-    row = (
-        await conn.execute(
-            _CLAIM_PRIVATE,
-            {
-                "id": dm_log_id,
-                "worker": worker_id,
-                "kind": request_kind,
-                "text": message_text,
-                "month": month,
-                "message_kind": message_kind.value,
-                "purpose": person.value if person is not None else None,
-                "evidence": json.dumps(evidence) if evidence else None,
-            },
-        )
-    ).first()
+    row = await fetch_one(
+        await driver_of(conn),
+        _CLAIM_PRIVATE,
+        {
+            "id": dm_log_id,
+            "worker": worker_id,
+            "kind": request_kind,
+            "text": message_text,
+            "month": month,
+            "message_kind": message_kind.value,
+            "purpose": person.value if person is not None else None,
+            "evidence": json.dumps(evidence) if evidence else None,
+        },
+    )
     if row is None:
         return None
-    if row.state is None:
-        return AccountUnable(row.account_status, row.paused_until)
-    return Claim(
-        Leg.PRIVATE_REPLY, LegState(row.state), row.attempt_no, row.attempt_id, row.quota_month
-    )
+    state, attempt_no, attempt_id, quota_month, account_status, paused_until = row
+    if state is None:
+        return AccountUnable(account_status, paused_until)
+    return Claim(Leg.PRIVATE_REPLY, LegState(state), attempt_no, attempt_id, quota_month)
 
 
-_CLAIM_PUBLIC = text(
+_CLAIM_PUBLIC = psycopg_sql(
     f"""
 WITH leg AS (
     UPDATE dm_logs d SET
@@ -310,16 +312,14 @@ async def claim_public_reply(
     conn: AsyncConnection, *, dm_log_id: int, worker_id: str, reply_text: str
 ) -> Claim | AccountUnable | None:
     """Claim the public-reply leg; see `claim_private_reply` for what else it may return."""
-    row = (
-        await conn.execute(
-            _CLAIM_PUBLIC, {"id": dm_log_id, "worker": worker_id, "text": reply_text}
-        )
-    ).first()
+    params = {"id": dm_log_id, "worker": worker_id, "text": reply_text}
+    row = await fetch_one(await driver_of(conn), _CLAIM_PUBLIC, params)
     if row is None:
         return None
-    if row.attempt_no is None:
-        return AccountUnable(row.account_status, row.paused_until)
-    return Claim(Leg.PUBLIC_REPLY, LegState.IN_FLIGHT, row.attempt_no, row.attempt_id)
+    attempt_no, attempt_id, account_status, paused_until = row
+    if attempt_no is None:
+        return AccountUnable(account_status, paused_until)
+    return Claim(Leg.PUBLIC_REPLY, LegState.IN_FLIGHT, attempt_no, attempt_id)
 
 
 def _mark_sql(leg: Leg) -> str:
@@ -332,7 +332,7 @@ RETURNING id
 """  # noqa: S608 - column names from the Leg enum; every value is a bound parameter
 
 
-_MARK_REQUEST_SENT = {leg: text(_mark_sql(leg)) for leg in Leg}
+_MARK_REQUEST_SENT = {leg: psycopg_sql(_mark_sql(leg)) for leg in Leg}
 
 
 async def mark_request_sent(
@@ -346,7 +346,7 @@ async def mark_request_sent(
     """Note that the leg's request is about to leave; False when the claim is no longer this
     worker's (then nothing may be sent)."""
     params = {"id": dm_log_id, "worker": worker_id, "attempt_no": attempt_no}
-    return (await conn.execute(_MARK_REQUEST_SENT[leg], params)).first() is not None
+    return await fetch_one(await driver_of(conn), _MARK_REQUEST_SENT[leg], params) is not None
 
 
 _EARLIER_AMBIGUOUS = text(

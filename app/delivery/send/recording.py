@@ -23,6 +23,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.models import Leg, LegState, MessageKind
+from app.db.raw import driver_of, fetch_one, psycopg_sql
 from app.delivery.content.follow_ups import follow_up_cte, follow_up_params
 from app.delivery.send.claims import DEAD_LIST, DUE_TOLERANCE, REVEALED_ELSEWHERE
 from app.delivery.send.legs import CallReport, Claim, LegUpdate, Recorded
@@ -91,7 +92,8 @@ SELECT (SELECT count(*) FROM leg) AS legs, (SELECT count(*) FROM attempt) AS att
 """  # noqa: S608 - column names from the Leg enum; every value is a bound parameter
 
 
-_RECORD = {leg: text(_record_sql(leg)) for leg in Leg}
+# Run once or more for every delivery: through the driver, like the claims (`claims`).
+_RECORD = {leg: psycopg_sql(_record_sql(leg)) for leg in Leg}
 
 
 async def record(
@@ -131,10 +133,13 @@ async def record(
         params["evidence"] = json.dumps(update.evidence) if update.evidence else None
         sent = update.state is LegState.SENT
         params |= follow_up_params(update.follow_up if sent else None)
-    row = (await conn.execute(_RECORD[claim.leg], params)).first()
-    if row is None or not row.legs:
+    row = await fetch_one(await driver_of(conn), _RECORD[claim.leg], params)
+    if row is None:
         return Recorded(False)
-    return Recorded(True, row.follow_up_id, row.follow_up_due)
+    legs, _attempts, follow_up_id, follow_up_due = row
+    if not legs:
+        return Recorded(False)
+    return Recorded(True, follow_up_id, follow_up_due)
 
 
 _NEXT_CALL = text(
