@@ -61,6 +61,7 @@ def create_app(config: SandboxConfig | None = None, *, sandbox: Sandbox | None =
             fan_page.fan_tap,
             fan_page.fan_story_reply,
             fan_page.fan_story_mention,
+            fan_page.creator_story,
             media_file,
             graph_api,
         ],

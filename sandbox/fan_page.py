@@ -1,6 +1,7 @@
 """The pages a person uses to play a fan: pick an identity, open a post, comment, reply,
 follow, message the account, reply to its live stories, mention it in a story of their own,
-read the inbox (button templates rendered) and tap buttons.
+read the inbox (button templates rendered) and tap buttons; and, on the home page, to post a
+story as a creator.
 
 Plain HTML forms that POST and redirect back (303), so it works without JavaScript and a
 browser test can drive it. The fan is chosen with the ``fan`` query parameter.
@@ -350,3 +351,22 @@ async def fan_story_mention(request: Request[Any, Any, Any]) -> Redirect:
         request,
         lambda sandbox, fan, account, form: fan_actions.story_mention(sandbox, fan, account),
     )
+
+
+@post("/creator/story", name="creator_story", include_in_schema=False)
+async def creator_story(request: Request[Any, Any, Any]) -> Redirect:
+    """A creator posts a story by hand (`make dev`): live for 24 hours, listed by `/stories`."""
+    sandbox = sandbox_of(request.app.state)
+    form = await request.form()
+    try:
+        account = find_account(sandbox, str(form.get("account", "")))
+    except ActionError as error:
+        return _back("/", error)
+    sandbox.world.add_media(
+        account,
+        caption=str(form.get("caption", ""))[:2200],
+        media_type="IMAGE",
+        media_product_type="STORY",
+        created_at=sandbox.clock.now(),
+    )
+    return _back("/")

@@ -146,3 +146,17 @@ def test_the_fan_page_replies_to_a_live_story_and_mentions_the_account(
         for i in items
     )
     assert kinds == ["reply", "story_mention"]
+
+
+def test_a_creator_posts_a_story_from_the_home_page(
+    sandbox_process: Any, graph: httpx.Client, admin: SandboxAdmin, token: str
+) -> None:
+    with httpx.Client(base_url=sandbox_process.base_url, timeout=10) as page:
+        posted = page.post("/creator/story", data={"account": SUNNY, "caption": "Fresh loaf"})
+        assert posted.status_code == 303
+        home = page.get("/")
+        assert "Fresh loaf" in home.text
+        unknown = page.post("/creator/story", data={"account": "nobody", "caption": "x"})
+        assert "error=" in unknown.headers["location"]
+    listed = graph.get(f"/{SUNNY}/stories", params={"access_token": token, "fields": "caption"})
+    assert [s["caption"] for s in listed.json()["data"]] == ["Fresh loaf"]
