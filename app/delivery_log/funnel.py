@@ -31,12 +31,13 @@ Every statement reads one campaign's slice through an index: `ix_dm_logs_campaig
 `pk_link_click_hours`, `ix_link_clicks_campaign_at` (the day window only), and the ledger's
 `ix_comments_account_created` per account of the workspace, from the campaign's creation on
 (a campaign sees no comment older than itself).
-Totals and days come from one grouped statement per table (`GROUPING SETS`): rows older than the
-day window group under no day and still count in the total.
+Totals come from one plain aggregate per table over the campaign's rows; the days from a second
+statement over the window's index range only, so no statement sorts every row.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, tzinfo
@@ -53,6 +54,7 @@ from app.delivery_log.words import STATE_WORDS
 DAYS = 30
 # The campaign's verdicts on a comment on a post it watched, while live.
 SEEN_VERDICTS = ("won", "lost", "excluded", "no_keyword")
+DELIVERY_KEYS = ("dm_triggers", "matched", "sent", "tapped", "passed")
 
 STEP_WORDS: dict[str, str] = {
     "seen": "Comments seen",
@@ -72,30 +74,39 @@ STEP_UNITS: dict[str, tuple[str, str]] = {
     "clicked": ("person", "people"),
 }
 
-# The ledger's comments this campaign considered in scope, by day and verdict. `decision`
-# holds one entry per campaign of the account; `@>` picks the comments naming this one.
+# The ledger's comments this campaign considered in scope, by its verdict. `decision` holds
+# one entry per campaign of the account; a containment test per verdict (`@>`) reads each
+# row's JSON once, cheaper than walking it with a JSON path (measured: 2 s against 5 s on a
+# million comments).
 _SEEN = text(
     """
-SELECT day, verdict, grouping(day) AS all_days, count(*) AS n
-FROM (
-    SELECT CASE WHEN c.created_at >= :window_start
-                THEN date_trunc('day', c.created_at AT TIME ZONE :tz)::date END AS day,
-           jsonb_path_query_first(
-               c.decision, '$.considered[*] ? (@.campaign_id == $id).verdict',
-               jsonb_build_object('id', CAST(:campaign_id AS bigint))) #>> '{}' AS verdict
-    FROM comments c
-    WHERE c.account_id IN (SELECT id FROM instagram_accounts WHERE workspace_id = :workspace_id)
-      AND c.created_at >= :since
-      AND c.decision -> 'considered' @> CAST(:needle AS jsonb)
-) seen
-WHERE verdict IN ('won', 'lost', 'excluded', 'no_keyword')
-GROUP BY GROUPING SETS ((day, verdict), (verdict))
+SELECT count(*) FILTER (WHERE c.decision -> 'considered' @> CAST(:won AS jsonb)) AS won,
+       count(*) FILTER (WHERE c.decision -> 'considered' @> CAST(:lost AS jsonb)) AS lost,
+       count(*) FILTER (WHERE c.decision -> 'considered' @> CAST(:excluded AS jsonb))
+           AS excluded,
+       count(*) FILTER (WHERE c.decision -> 'considered' @> CAST(:no_keyword AS jsonb))
+           AS no_keyword
+FROM comments c
+WHERE c.account_id IN (SELECT id FROM instagram_accounts WHERE workspace_id = :workspace_id)
+  AND c.created_at >= :since
 """
 )
-# The campaign's deliveries: matches, first DMs sent, taps on the opening DM, links out.
-_DELIVERIES = text(
+_SEEN_DAYS = text(
     """
-SELECT day, grouping(day) AS all_days,
+SELECT date_trunc('day', c.created_at AT TIME ZONE :tz)::date AS day, count(*) AS n
+FROM comments c
+WHERE c.account_id IN (SELECT id FROM instagram_accounts WHERE workspace_id = :workspace_id)
+  AND c.created_at >= :since AND c.created_at >= :window_start
+  AND (c.decision -> 'considered' @> CAST(:won AS jsonb)
+       OR c.decision -> 'considered' @> CAST(:lost AS jsonb)
+       OR c.decision -> 'considered' @> CAST(:excluded AS jsonb)
+       OR c.decision -> 'considered' @> CAST(:no_keyword AS jsonb))
+GROUP BY 1
+"""
+)
+# The campaign's deliveries: matches, first DMs sent, taps on the opening DM, links out; in
+# all, and per day over the window's own index range (no sort of every row).
+_DELIVERY_COUNTS = """
        count(*) FILTER (WHERE trigger_kind NOT IN ('comment', 'postback', 'follow_up'))
            AS dm_triggers,
        count(*) FILTER (WHERE trigger_kind NOT IN ('postback', 'follow_up')) AS matched,
@@ -104,15 +115,24 @@ SELECT day, grouping(day) AS all_days,
        count(DISTINCT recipient_id)
            FILTER (WHERE trigger_kind = 'postback' AND trigger_payload LIKE '%\\:open') AS tapped,
        count(DISTINCT recipient_id)
-           FILTER (WHERE message_kind = 'reveal' AND pr_state = 'SENT') AS passed
-FROM (
-    SELECT CASE WHEN created_at >= :window_start
-                THEN date_trunc('day', created_at AT TIME ZONE :tz)::date END AS day,
-           trigger_kind, pr_state, message_kind, trigger_payload, recipient_id
-    FROM dm_logs
-    WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id
-) rows
-GROUP BY GROUPING SETS ((day), ())
+           FILTER (WHERE message_kind = 'reveal' AND pr_state = 'SENT') AS passed"""
+_DELIVERIES = text(
+    "SELECT"
+    + _DELIVERY_COUNTS
+    + """
+FROM dm_logs
+WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id
+"""
+)
+_DELIVERY_DAYS = text(
+    """
+SELECT date_trunc('day', created_at AT TIME ZONE :tz)::date AS day,"""
+    + _DELIVERY_COUNTS
+    + """
+FROM dm_logs
+WHERE campaign_id = :campaign_id AND workspace_id = :workspace_id
+  AND created_at >= :window_start
+GROUP BY 1
 """
 )
 _NOT_SENT = text(
@@ -205,6 +225,14 @@ class Funnel:
         return next((step.count for step in self.steps if step.key == key), 0)
 
 
+def _verdict_needles(campaign_id: int) -> dict[str, str]:
+    """Per verdict, the `considered` entry to look for (as JSON, for `@>`)."""
+    return {
+        verdict: json.dumps([{"campaign_id": int(campaign_id), "verdict": verdict}])
+        for verdict in SEEN_VERDICTS
+    }
+
+
 def rate(part: int, whole: int) -> float | None:
     return round(100 * part / whole, 1) if whole else None
 
@@ -243,35 +271,18 @@ async def campaign_funnel(
             counts = per_day.setdefault(day, {})
             counts[key] = counts.get(key, 0) + value
 
-    seen_rows = (
-        await session.execute(
-            _SEEN,
-            params
-            | {"since": campaign.created_at, "needle": f'[{{"campaign_id": {int(campaign.id)}}}]'},
-        )
-    ).all()
-    verdicts: dict[str, int] = {}
-    for row in seen_rows:
-        if row.all_days:
-            verdicts[row.verdict] = int(row.n)
-        else:
-            note(row.day, "seen", int(row.n))
+    seen_params = params | {"since": campaign.created_at} | _verdict_needles(campaign.id)
+    seen = (await session.execute(_SEEN, seen_params)).one()
+    verdicts = {verdict: int(getattr(seen, verdict)) for verdict in SEEN_VERDICTS}
+    for row in (await session.execute(_SEEN_DAYS, seen_params)).all():
+        note(row.day, "seen", int(row.n))
 
-    totals: dict[str, int] = {}
-    for row in (await session.execute(_DELIVERIES, params)).all():
-        values = {
-            "matched": int(row.matched),
-            "sent": int(row.sent),
-            "tapped": int(row.tapped),
-            "passed": int(row.passed),
-            "dm_triggers": int(row.dm_triggers),
-        }
-        if row.all_days:
-            totals = values
-            continue
-        note(row.day, "seen", values["dm_triggers"])
+    total = (await session.execute(_DELIVERIES, params)).one()
+    totals = {key: int(getattr(total, key)) for key in DELIVERY_KEYS}
+    for row in (await session.execute(_DELIVERY_DAYS, params)).all():
+        note(row.day, "seen", int(row.dm_triggers))
         for key in ("matched", "sent", "tapped", "passed"):
-            note(row.day, key, values[key])
+            note(row.day, key, int(getattr(row, key)))
     clicked = int((await session.execute(_CLICKED, params)).scalar_one())
     for row in (await session.execute(_CLICKED_DAYS, params)).all():
         note(row.day, "clicked", int(row.people))
