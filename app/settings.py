@@ -68,6 +68,10 @@ class Settings:
     # public addresses, unless this lets it ask the loopback interface (development, tests).
     image_check_allow_loopback: bool = False
     image_check_timeout_s: float = 5.0
+    # Public replies under comments per account per budget window: a budget of their own, so
+    # they never take a private reply's slot (Meta counts them in the account's Instagram
+    # usage, not in the 750 private replies).
+    public_replies_per_hour: int = 750
     # Control-lane jobs (ingest, the pacer, the relays) one worker runs at once besides its
     # WORKER_CONCURRENCY deliveries (app.queue.options.Lane).
     worker_control_concurrency: int = 4
@@ -121,6 +125,9 @@ def load_settings(
             "WEBHOOK_MAX_BODY_BYTES", _int_between(1024, 64 * 1024 * 1024), 4 * 1024 * 1024
         ),
         worker_concurrency=reader.optional("WORKER_CONCURRENCY", _int_between(1, 1000), 32),
+        public_replies_per_hour=reader.optional(
+            "PUBLIC_REPLIES_PER_HOUR", _int_between(1, 100_000), 750
+        ),
         worker_control_concurrency=reader.optional(
             "WORKER_CONTROL_CONCURRENCY", _int_between(1, 100), 4
         ),

@@ -59,6 +59,7 @@ EDITABLE = (
     "public_reply_enabled",
     "public_replies",
     "public_reply_after_dm",
+    "public_reply_skip_in_backlog",
     "priority",
     "once_per_person",
     "utm_enabled",

@@ -116,6 +116,8 @@ class CampaignInput:
     public_replies_text: str = ""
     # Post the public reply whatever became of the DM (a reply that does not mention it).
     public_reply_always: bool = False
+    # Skip the public reply while private replies wait for the hourly limit (a surge).
+    public_reply_skip_in_backlog: bool = False
     priority: str = "0"
     once_per_person: bool = True
     utm_enabled: bool = False
@@ -197,6 +199,7 @@ class CampaignInput:
             "public_reply_enabled": bool(replies),
             "public_replies": replies,
             "public_reply_after_dm": not self.public_reply_always,
+            "public_reply_skip_in_backlog": self.public_reply_skip_in_backlog,
             "priority": int(self.priority),
             # A story mention is thanked once per person, however often they mention you.
             "once_per_person": self.once_per_person or mentions,
@@ -280,6 +283,7 @@ def parse_campaign_form(form: FormData) -> CampaignInput:
         ),
         public_replies_text=_multiline(form, "public_replies"),
         public_reply_always=_checked(form, "public_reply_always"),
+        public_reply_skip_in_backlog=_checked(form, "public_reply_skip_in_backlog"),
         priority=_text(form, "priority") or "0",
         once_per_person=_checked(form, "once_per_person"),
         utm_enabled=_checked(form, "utm_enabled"),
@@ -599,6 +603,7 @@ def input_from_values(values: Mapping[str, Any]) -> CampaignInput:
         buttons=buttons,
         public_replies_text="\n".join(values.get("public_replies") or []),
         public_reply_always=not values.get("public_reply_after_dm", True),
+        public_reply_skip_in_backlog=bool(values.get("public_reply_skip_in_backlog")),
         priority=str(values.get("priority") or 0),
         once_per_person=bool(values.get("once_per_person", True)),
         utm_enabled=bool(values.get("utm_enabled")),

@@ -16,7 +16,7 @@ STATE_WORDS: dict[LegState, str] = {
     LegState.FAILED: "Not sent",
     LegState.UNCONFIRMED: "Maybe sent",
     LegState.SKIPPED_DEDUP: "Already sent to this person",
-    LegState.SKIPPED_RATE_LIMIT: "Skipped: hourly limit",
+    LegState.SKIPPED_RATE_LIMIT: "Skipped: DMs were waiting",
     LegState.SKIPPED_QUOTA: "Skipped: monthly quota used",
     LegState.SKIPPED_WINDOW_EXPIRED: "Too late to reply",
     LegState.SKIPPED_ACCOUNT_PAUSED: "Skipped: account paused",
@@ -25,7 +25,10 @@ STATE_WORDS: dict[LegState, str] = {
 # What a skipped state means, as the rest of a sentence ("Not sent: …").
 SKIP_REASONS: dict[LegState, str] = {
     LegState.SKIPPED_DEDUP: "this person already got this campaign's message",
-    LegState.SKIPPED_RATE_LIMIT: "the account's hourly private-reply limit was reached",
+    LegState.SKIPPED_RATE_LIMIT: (
+        "DMs were waiting for Instagram's hourly limit, and the campaign skips its public "
+        "reply then"
+    ),
     LegState.SKIPPED_QUOTA: "the workspace's monthly DM quota is used up",
     LegState.SKIPPED_WINDOW_EXPIRED: "Instagram's reply window had closed",
     LegState.SKIPPED_ACCOUNT_PAUSED: "the Instagram account was paused",

@@ -371,6 +371,19 @@ def test_the_public_reply_waits_for_the_dm_unless_the_campaign_says_otherwise() 
     assert input_from_values(always.column_values()).public_reply_always is True
 
 
+def test_the_public_reply_is_skipped_in_a_backlog_only_when_the_campaign_says_so() -> None:
+    base = [("name", "R"), ("account_id", "7"), ("scope", "any_post"), ("keywords", "GUIDE")]
+    posts = parse_campaign_form(FormMultiDict([*base, ("public_replies", "Thanks!")]))
+    assert posts.column_values()["public_reply_skip_in_backlog"] is False
+    skips = parse_campaign_form(
+        FormMultiDict(
+            [*base, ("public_replies", "Thanks!"), ("public_reply_skip_in_backlog", "on")]
+        )
+    )
+    assert skips.column_values()["public_reply_skip_in_backlog"] is True
+    assert input_from_values(skips.column_values()).public_reply_skip_in_backlog is True
+
+
 def test_a_story_reply_campaign_reads_its_story_and_needs_no_post() -> None:
     form = FormMultiDict(
         [

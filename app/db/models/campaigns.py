@@ -116,6 +116,11 @@ class Campaign(Base):
     public_reply_after_dm: Mapped[bool] = mapped_column(
         Boolean, default=True, server_default=sa_true()
     )
+    # While the account's private replies wait for its hourly limit (a surge), settle the
+    # public reply as skipped instead of posting it.
+    public_reply_skip_in_backlog: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=sa_false()
+    )
     follow_up_enabled: Mapped[bool] = mapped_column(
         Boolean, default=False, server_default=sa_false()
     )

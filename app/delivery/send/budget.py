@@ -20,6 +20,10 @@ account's "built" marker; when it is missing, the budget is rebuilt from the `hi
 caller gives (the sends recorded in PostgreSQL, `budget_history`) before anything is taken, so
 the cap per rolling window holds across the restart.
 
+Public replies under comments have a budget of their own (`budget=PUBLIC`, the cap
+`PUBLIC_REPLIES_PER_HOUR`), built the same way from their own attempts, so they never take a
+private reply's slot; a pause of the account's pace stops both.
+
 Redis being down makes these raise: the caller then waits and tries later; it never sends
 without a slot.
 """
@@ -35,8 +39,11 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-_KEY = "oncereply:pr-budget:{account_id}"
-_BUILT = "oncereply:pr-budget-built:{account_id}"
+_KEY = "oncereply:{budget}-budget:{{account_id}}"
+_BUILT = "oncereply:{budget}-budget-built:{{account_id}}"
+# The private-reply budget's name; public replies have a budget of their own ("pub").
+PRIVATE = "pr"
+PUBLIC = "pub"
 # The account's pace (`throttle`): while its mode is "paused", no slot is taken.
 PACE_KEY = "oncereply:pr-pace:{account_id}"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -176,9 +183,9 @@ async def _no_history(account_id: int, window_s: float) -> Sequence[tuple[str, i
     return ()
 
 
-def budget_key(account_id: int) -> str:
+def budget_key(account_id: int, budget: str = PRIVATE) -> str:
     """The account's sorted set of reservations, scored by Redis's clock in milliseconds."""
-    return _KEY.format(account_id=account_id)
+    return _KEY.format(budget=budget).format(account_id=account_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,8 +242,11 @@ class HourlyBudget:
         window_s: float = 3600.0,
         history: History = _no_history,
         in_flight_s: float = 0.0,
+        budget: str = PRIVATE,
     ) -> None:
         self._redis = redis
+        self._key = _KEY.format(budget=budget)
+        self._built = _BUILT.format(budget=budget)
         self.limit = limit
         self.window_s = window_s
         self.window_ms = int(window_s * 1000)
@@ -278,19 +288,19 @@ class HourlyBudget:
         await self._run(self._stamp, slot.account_id, slot.member)
 
     async def release(self, slot: Slot) -> None:
-        await self._redis.zrem(_KEY.format(account_id=slot.account_id), slot.member)
+        await self._redis.zrem(self._key.format(account_id=slot.account_id), slot.member)
 
     async def used(self, account_id: int) -> int:
         """Slots in the current window (for the dashboard and tests)."""
-        key = _KEY.format(account_id=account_id)
+        key = self._key.format(account_id=account_id)
         seconds, micros = await self._redis.time()
         now_ms = int(seconds) * 1000 + int(micros) // 1000
         return int(await self._redis.zcount(key, now_ms - self.window_ms + 1, "+inf"))
 
     async def _run(self, script: Any, account_id: int, *args: object) -> list[Any]:
         keys = [
-            _KEY.format(account_id=account_id),
-            _BUILT.format(account_id=account_id),
+            self._key.format(account_id=account_id),
+            self._built.format(account_id=account_id),
             PACE_KEY.format(account_id=account_id),
         ]
         for _ in range(3):

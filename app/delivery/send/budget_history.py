@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from sqlalchemy import text
 
 from app.db.engine import autocommit
-from app.delivery.send.budget import HourlyBudget
+from app.delivery.send.budget import PUBLIC, HourlyBudget
 from app.resources import Resources
 
 _HISTORY = text(
@@ -57,6 +57,44 @@ def account_budget(resources: Resources) -> HourlyBudget:
         window_s=settings.private_reply_window_s,
         history=history,
         in_flight_s=in_flight_s(settings.send_timeout_s),
+    )
+
+
+# A public reply Meta may have counted: in flight, posted, or ambiguous.
+_PUBLIC_HISTORY = text(
+    """
+SELECT 'a:' || t.id AS member,
+       CASE WHEN t.finished_at IS NULL THEN -CAST(:in_flight AS bigint)
+            ELSE CAST(EXTRACT(EPOCH FROM now() - t.finished_at) * 1000 AS bigint) END AS age
+FROM delivery_attempts t JOIN dm_logs d ON d.id = t.dm_log_id
+WHERE d.account_id = :account_id AND t.leg = 'public_reply'
+  AND (t.classification IS NULL OR t.classification IN ('sent', 'ambiguous'))
+  AND COALESCE(t.finished_at, now()) > now() - make_interval(secs => :window)
+"""
+)
+
+
+def public_reply_budget(resources: Resources) -> HourlyBudget:
+    """The public replies' own budget (`PUBLIC_REPLIES_PER_HOUR` over the same window),
+    rebuilt from their attempts in PostgreSQL."""
+
+    async def history(account_id: int, window_s: float) -> Sequence[tuple[str, int]]:
+        async with autocommit(resources.engine) as conn:
+            rows = await conn.execute(
+                _PUBLIC_HISTORY,
+                {"account_id": account_id, "window": window_s, "in_flight": in_flight_ms},
+            )
+            return [(str(row.member), int(row.age)) for row in rows]
+
+    settings = resources.settings
+    in_flight_ms = int((settings.send_timeout_s + 5.0) * 1000)
+    return HourlyBudget(
+        resources.redis,
+        limit=settings.public_replies_per_hour,
+        window_s=settings.private_reply_window_s,
+        history=history,
+        in_flight_s=settings.send_timeout_s + 5.0,
+        budget=PUBLIC,
     )
 
 

@@ -104,6 +104,7 @@ SELECT d.id, d.workspace_id, d.account_id, d.campaign_id, d.trigger_kind, d.trig
        COALESCE(c.buttons, '[]'::jsonb) AS buttons,
        COALESCE(c.public_replies, '{{}}') AS public_replies,
        COALESCE(c.public_reply_after_dm, true) AS public_reply_after_dm,
+       COALESCE(c.public_reply_skip_in_backlog, false) AS public_reply_skip_in_backlog,
        COALESCE(c.once_per_person, true) AS once_per_person,
        d.trigger_payload, d.source_log_id, d.message_text, d.message_kind,
        COALESCE(c.opening_dm_enabled, false) AS opening_dm_enabled,

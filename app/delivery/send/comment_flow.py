@@ -11,15 +11,15 @@ grant; otherwise the job takes a slot of its own, unless the account has a backl
 slot the row is left to the pacer and holds no job (`pacer`).
 The load and checks are `dispatch`'s (`steps.open_run`); `CommentFlow` does the rest.
 
-A public reply that says a DM was sent is posted only once the DM is SENT (the campaign's
-`public_reply_after_dm`, on by default): the private leg goes first and, if it is not SENT in
-this run, the public leg waits (`recording.hold_public`) until a run that sends the DM (a
-retry) or the inbox check that confirms it makes it due. A reply that does not mention the DM
-(the setting off) goes first, whatever becomes of the DM.
-
-An answer to the public reply that stops the whole account (368 pause, 190 token) also stops
-the private reply of the same job: it stays PENDING until the account can send again, as work
-found waiting on a paused account at load does.
+The private leg always goes first, so a public reply never delays a DM, and public replies
+have an hourly budget of their own (`PUBLIC_REPLIES_PER_HOUR`), so they never take a DM's
+slot: with theirs full, the public leg waits with a job of its own. A public reply that says a
+DM was sent is posted only once the DM is SENT (the campaign's `public_reply_after_dm`, on by
+default): if it is not SENT in this run, the public leg waits (`recording.hold_public`) until a
+run that sends the DM (a retry) or the inbox check that confirms it makes it due. A reply that
+does not mention the DM (the setting off) is posted whatever becomes of the DM. A campaign
+may skip its public reply while the account's DMs wait for its pacer
+(`public_reply_skip_in_backlog`): the leg is then settled SKIPPED_RATE_LIMIT, saying so.
 
 The private reply is the campaign's link message, or — for a two-step campaign — its opening
 DM or follow prompt (`follow_gate.comment_reply`), whose button brings the person back as a
@@ -48,7 +48,7 @@ from app.delivery.content import compose, follow_gate
 from app.delivery.content.compose import Content
 from app.delivery.send import claims, recording
 from app.delivery.send.budget import BudgetFull, HourlyBudget, Slot, grant_member, grant_stamp
-from app.delivery.send.budget_history import account_budget
+from app.delivery.send.budget_history import account_budget, public_reply_budget
 from app.delivery.send.legs import AccountUnable, Claim, Delivery, LegUpdate
 from app.delivery.send.outcomes import call_report
 from app.delivery.send.pacer import GRANT_TTL_S, MISSED_REASON, queue_for_budget
@@ -71,6 +71,12 @@ from app.instagram.graph import GraphError
 
 logger = logging.getLogger("oncereply.delivery")
 
+BACKLOG_SKIP_REASON = (
+    "skipped: DMs were waiting for Instagram's hourly limit, and this campaign skips its "
+    "public reply then"
+)
+PUBLIC_WAIT_REASON = "waiting: the account's public replies reached their hourly limit"
+
 
 class CommentFlow:
     """One comment row's legs, from a checked `Run` on (`dispatch` made it)."""
@@ -84,22 +90,17 @@ class CommentFlow:
         return self._run.delivery.public_reply_after_dm
 
     async def start(self, conn: AsyncConnection) -> bool:
-        """On the connection that loaded the row: claim the private reply when it goes first
-        (the common case, so it costs no second connection)."""
+        """On the connection that loaded the row: claim the private reply, which always goes
+        first (so it costs no second connection)."""
         run = self._run
-        if run.pr_due and (self._dm_first or not run.pub_due):
+        if run.pr_due:
             self._held = await _claim_private(conn, run)
         return True
 
     async def finish(self) -> None:
-        """The public reply first if it does not wait for the DM, the private reply's claim if
-        not made yet, the send under a won claim, then a public reply that waited for it."""
+        """The send under a won claim, then the public reply: once the DM is sent when it
+        waits for the DM, else whatever became of the DM."""
         run = self._run
-        if run.pub_due and not self._dm_first:
-            account_stopped = await _public_leg(run)
-            if run.pr_due and not account_stopped:
-                async with autocommit(run.resources.engine) as conn:
-                    self._held = await _claim_private(conn, run)
         held = self._held
         sent = False
         if held is not None:
@@ -111,6 +112,8 @@ class CommentFlow:
                 await _stamp_slot(_budget(run), held.slot)
         if self._dm_first and run.delivery.pub_state is LegState.PENDING:
             await self._public_after_dm(sent_now=sent)
+        elif run.pub_due and not self._dm_first:
+            await _public_leg(run)
 
     async def _public_after_dm(self, *, sent_now: bool) -> None:
         run = self._run
@@ -140,13 +143,16 @@ def comment_content(delivery: Delivery, track: compose.TrackLink | None = None) 
 
 
 async def _public_leg(run: Run) -> bool:
-    """Post the public reply; true when the account cannot send now (its answer was a 368 or
-    a 190, or its claim was refused for another job's), the private leg then being held too."""
+    """Post the public reply, after the private reply's send: through its own hourly budget
+    (`budget_history.public_reply_budget`), so it never takes a DM's slot, or skipped while
+    DMs wait for the account's pacer if the campaign says so. True when the account cannot
+    send now (its answer was a 368 or a 190, or its claim was refused for another job's)."""
     delivery = run.delivery
     variants = [v for v in delivery.public_replies if v.strip()]
     # Variety, not secrecy: any generator will do for picking a variant.
     chosen = random.choice(variants) if variants else ""  # noqa: S311
     reply = render(chosen, username=delivery.recipient_username, link=None) if chosen else ""
+    budget = public_reply_budget(run.resources)
     async with autocommit(run.resources.engine) as conn:
         if not reply:
             await recording.settle_pending(
@@ -155,18 +161,31 @@ async def _public_leg(run: Run) -> bool:
             )  # fmt: skip
             run.report.public = LegState.FAILED.value
             return False
+        if delivery.public_reply_skip_in_backlog and delivery.account_backlog:
+            await recording.settle_pending(
+                conn, delivery.id, LegState.SKIPPED_RATE_LIMIT, BACKLOG_SKIP_REASON,
+                private=False,
+            )  # fmt: skip
+            run.report.public = LegState.SKIPPED_RATE_LIMIT.value
+            return False
+        slot = await _public_slot(conn, run, budget)
+        if slot is None:
+            return False
         claim = await claims.claim_public_reply(
             conn, dm_log_id=delivery.id, worker_id=run.worker_id, reply_text=reply
         )
         if isinstance(claim, AccountUnable):
             # Another job met a 368 or 190 after this one loaded the row.
+            await _release_slot(budget, slot)
             await hold_for_account(conn, run, claim, private=run.pr_due, public=True)
             run.report.public = "waiting for the account"
             return True
     if claim is None:
+        await _release_slot(budget, slot)
         run.report.public = "not claimed"
         return False
     if not await mark_request(run, claim):
+        await _release_slot(budget, slot)
         return False
     started = time.perf_counter()
     verdict: Verdict | None = None
@@ -179,6 +198,10 @@ async def _public_leg(run: Run) -> bool:
         verdict = classify_error(exc, Leg.PUBLIC_REPLY)
     observe_call("replies", verdict, started)
     report = call_report(verdict, elapsed_ms(started))
+    if verdict is not None and verdict.definite:
+        await _release_slot(budget, slot)
+    else:
+        await _stamp_slot(budget, slot)
     if verdict is None:
         update = LegUpdate(LegState.SENT, message_id=reply_id)
     else:
@@ -196,6 +219,28 @@ async def _public_leg(run: Run) -> bool:
             await recording.postpone(conn, delivery.id, until, reason, public=False)
         run.report.notes.append(reason)
     return True
+
+
+async def _public_slot(conn: AsyncConnection, run: Run, budget: HourlyBudget) -> Slot | None:
+    """A slot of the public replies' budget, or the leg postponed (with a job of its own) to
+    when one frees: spread over the next window, so the waiting replies do not all wake at
+    once for the one slot."""
+    delivery = run.delivery
+    try:
+        taken = await budget.reserve(delivery.account_id, tag=f"p{delivery.id}")
+    except (RedisError, OSError):
+        wait, reason = REDIS_WAIT, "waiting: the hourly budget (Redis) is unavailable"
+    else:
+        if not isinstance(taken, BudgetFull):
+            return taken
+        # Variety, not secrecy: any generator will do for the spread.
+        spread = random.uniform(0.0, budget.window_s)  # noqa: S311
+        wait, reason = timedelta(seconds=taken.wait_s + spread), PUBLIC_WAIT_REASON
+    until = run.now + wait
+    await recording.postpone(conn, delivery.id, until, reason, private=False)
+    run.next_due.append(until)
+    run.report.public = "waiting for the public-reply budget"
+    return None
 
 
 # --- the private reply ------------------------------------------------------------------------

@@ -71,6 +71,8 @@ class Delivery:
     follow_up_enabled: bool = False
     # The public reply waits for the DM to be SENT (see `comment_flow`).
     public_reply_after_dm: bool = True
+    # The public reply is skipped while the account has a backlog (`account_backlog`).
+    public_reply_skip_in_backlog: bool = False
     follow_up_text: str | None = None
     follow_up_delay_minutes: int = 0
     # A PENDING tap or DM whose person another row already gave (or is giving) the link, as

@@ -10,7 +10,7 @@ import pytest
 from app.db.engine import autocommit
 from app.db.models import LegState
 from app.delivery.send import claims
-from app.delivery.send.budget import HourlyBudget
+from app.delivery.send.budget_history import public_reply_budget
 from app.delivery.send.dispatch import deliver
 from app.delivery.send.legs import AccountUnable, Claim
 from app.delivery.send.quota import usage, usage_month
@@ -150,27 +150,26 @@ async def test_no_leg_is_claimed_while_the_account_cannot_send(
 
 async def test_a_pause_after_the_load_stops_the_claim_and_the_work_waits(world: World) -> None:
     campaign = await world.campaign(
-        name="Public first",
+        name="Public whatever happens",
         public_reply_after_dm=False,
         public_reply_enabled=True,
         public_replies=["Check your DMs"],
     )
     row = await world.comment(campaign_id=campaign, public=True)
-    # While this job's public reply is on its way, another job meets a 368 and pauses the
-    # account: this job loaded an active account, its private-reply claim must see the pause.
-    world.admin.add_fault("replies", "latency", seconds=1.0, times=1)
+    # While this job's DM is on its way, another job meets a 368 and pauses the account: this
+    # job loaded an active account, its public-reply claim must see the pause.
+    world.admin.add_fault("messages", "latency", seconds=1.0, times=1)
     job = asyncio.create_task(deliver(world.resources, worker_id="w", dm_log_id=row.id))
     await asyncio.sleep(0.5)
     await world.execute(
         "UPDATE instagram_accounts SET status = 'paused', paused_until = now() + interval '6 h'"
     )
     report = await job
-    assert (report.public, report.private) == ("SENT", "waiting for the account")
-    assert world.admin.requests(endpoint="messages") == []
-    budget = HourlyBudget(world.resources.redis, limit=1)
-    assert await budget.used(world.account_id) == 0, "the hourly slot was given back"
+    assert (report.private, report.public) == ("SENT", "waiting for the account")
+    assert world.admin.replies(comment_id=row.trigger_id) == []
+    budget = public_reply_budget(world.resources)
+    assert await budget.used(world.account_id) == 0, "the public reply's slot was given back"
     log = await world.log(row.id)
-    assert log.pr_state is LegState.PENDING
-    assert log.pr_attempts == 0
-    assert log.pr_next_attempt_at == (await account(world)).paused_until
-    assert log.pr_error_message == "waiting: the Instagram account is paused"
+    assert log.pub_state is LegState.PENDING
+    assert log.pub_attempts == 0
+    assert log.pub_next_attempt_at == (await account(world)).paused_until

@@ -204,9 +204,11 @@ async def test_368_pauses_the_account_and_the_work_waits(world: World) -> None:
         ).private == "SENT"
 
 
-async def test_368_on_the_public_reply_stops_the_dm_of_the_same_job(world: World) -> None:
+async def test_368_on_the_public_reply_pauses_the_account_after_the_dm_went_first(
+    world: World,
+) -> None:
     campaign = await world.campaign(
-        name="Public first",
+        name="Public whatever happens",
         public_reply_after_dm=False,
         public_reply_enabled=True,
         public_replies=["Check your DMs"],
@@ -214,29 +216,24 @@ async def test_368_on_the_public_reply_stops_the_dm_of_the_same_job(world: World
     row = await world.comment(campaign_id=campaign, public=True)
     world.admin.add_fault("replies", "reject", code=368, times=1)
     report = await deliver(world.resources, worker_id="w", dm_log_id=row.id)
-    assert (report.public, report.private) == ("PENDING", None)
-    assert world.admin.requests(endpoint="messages") == [], "no DM was sent on a paused account"
-    assert world.stats(row.trigger_id)["send_requests"] == 0
+    # The DM goes first in a job: a public reply never stands before it.
+    assert (report.private, report.public) == ("SENT", "PENDING")
+    assert len(world.inbox("jane.doe")) == 1
     async with world.resources.sessionmaker() as session:
         account = await session.get(InstagramAccount, world.account_id)
         assert account is not None
         assert account.status is AccountStatus.PAUSED
         paused_until = account.paused_until
-    # The DM leg was not claimed: nothing spent, and it waits for the pause like the reply.
     log = await world.log(row.id)
-    assert log.pr_state is LegState.PENDING
-    assert log.pr_attempts == 0
-    assert log.pr_next_attempt_at == paused_until
     assert log.pub_next_attempt_at == paused_until
-    assert [a.leg for a in await world.attempts(row.id)] == ["public_reply"]
-    # When the pause is over, both legs go out.
+    assert [a.leg for a in await world.attempts(row.id)] == ["private_reply", "public_reply"]
+    # When the pause is over, the public reply goes out; the DM is not sent again.
     await world.execute("UPDATE instagram_accounts SET paused_until = now() - interval '1 second'")
-    await world.execute(
-        "UPDATE dm_logs SET pr_next_attempt_at = now(), pub_next_attempt_at = now()"
-    )
+    await world.execute("UPDATE dm_logs SET pub_next_attempt_at = now()")
     report = await deliver(world.resources, worker_id="w", dm_log_id=row.id)
-    assert (report.public, report.private) == ("SENT", "SENT")
+    assert report.public == "SENT"
     assert len(world.inbox("jane.doe")) == 1
+    assert world.stats(row.trigger_id)["send_requests"] == 1
 
 
 async def test_190_refreshes_the_token_once_and_retries(world: World) -> None:
