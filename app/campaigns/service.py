@@ -383,6 +383,13 @@ class CampaignSummary:
     skipped_today: int
     trigger: CampaignTrigger = CampaignTrigger.COMMENTS
     story_id: str | None = None
+    story_expires_at: datetime | None = None
+
+    @property
+    def story_ended(self) -> bool:
+        """A one-story campaign whose story is no longer live: it answers nothing more."""
+        ends = self.story_expires_at
+        return ends is not None and ends <= datetime.now(UTC)
 
 
 def start_of_today(now: datetime | None = None) -> datetime:
@@ -461,6 +468,7 @@ async def list_campaigns(
             skipped_today=skipped,
             trigger=c.trigger,
             story_id=c.story_id,
+            story_expires_at=c.story_expires_at,
         )
         for c, username, sent, failed, unconfirmed, skipped in rows.all()
     ]

@@ -783,7 +783,14 @@ async def test_a_story_reply_campaign_picks_a_live_story_and_shows_in_the_list(
     listing = await client.get("/campaigns")
     assert "Replies to one story" in listing.text
 
-    # Once the story has ended, the picker keeps it chosen and says so.
+    assert "data-story-ended" not in listing.text
+
+    # Once the story has ended, the picker keeps it chosen and says so, and so does the list.
+    async with resources.sessionmaker() as session, session.begin():
+        ended_campaign = await session.get(Campaign, campaign.id)
+        assert ended_campaign is not None
+        ended_campaign.story_expires_at = datetime.now(UTC) - timedelta(seconds=1)
+    assert "data-story-ended" in (await client.get("/campaigns")).text
     sandbox.admin.advance_clock(24 * 3600 + 1)
     ended = await client.get(
         f"/campaigns/stories?account_id={account_id}&story_id={story['id']}"
