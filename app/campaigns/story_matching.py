@@ -21,8 +21,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from app.campaigns.matching import CampaignRule, MessageText
-from app.db.models import CampaignStatus, CampaignTrigger
+from app.campaigns.matching import CampaignRule, KeywordMatch, MessageText
+from app.db.models import CampaignStatus, CampaignTrigger, MatchMode
 
 # The `campaigns` columns a story rule needs beyond a `CampaignRule`'s.
 STORY_COLUMNS = ("trigger", "story_id", "story_expires_at")
@@ -97,7 +97,13 @@ def choose_story_reply_campaign(
         if not _covers(rule, story_id, sent_at):
             continue
         campaign = rule.rule
-        result = campaign.match(message)
+        if not text.strip():
+            # A photo or sticker reply: only "any reply" answers it (no keyword can match).
+            if campaign.match_mode is not MatchMode.ANY_COMMENT:
+                continue
+            result = KeywordMatch(True)
+        else:
+            result = campaign.match(message)
         if not result.matched:
             continue
         specific = rule.story_id is not None
@@ -142,7 +148,7 @@ def story_reply_miss(
     if not watching:
         return StoryMiss.OTHER_STORY
     message = MessageText(text)
-    if any(rule.rule.match(message).excluded_by is not None for rule in watching):
+    if text.strip() and any(rule.rule.match(message).excluded_by is not None for rule in watching):
         return StoryMiss.EXCLUDED
     return StoryMiss.NO_KEYWORD
 

@@ -128,3 +128,12 @@ def test_why_no_story_campaign_answered() -> None:
     assert story_mention_miss([story_rule(1)], sent_at=T0) is StoryMiss.NO_CAMPAIGN
     late_mention = story_rule(2, trigger=mention, activated_at=T0 + timedelta(minutes=1))
     assert story_mention_miss([late_mention], sent_at=T0) is StoryMiss.BEFORE_ACTIVATION
+
+
+def test_a_reply_without_text_is_answered_only_by_any_reply() -> None:
+    any_reply = story_rule(2, keywords=(), mode=MatchMode.ANY_COMMENT)
+    assert reply([story_rule(1)], "") is None
+    assert reply([story_rule(1), any_reply], "") == 2
+    assert story_reply_miss([story_rule(1)], story_id=STORY, text="", sent_at=T0) is (
+        StoryMiss.NO_KEYWORD
+    )

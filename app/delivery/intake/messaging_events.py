@@ -20,7 +20,7 @@ from app.db.models import MessagingMissReason
 from app.db.raw import Db
 from app.delivery.intake import triggers
 from app.delivery.intake.bulk import BulkInsert
-from app.instagram.webhook_payload import MessagingItem, MessagingKind, StoryAction
+from app.instagram.webhook_payload import MessagingItem, MessagingKind
 
 _INSERT_MESSAGING = BulkInsert(
     "messaging_events",
@@ -115,8 +115,9 @@ def _messaging_miss(item: MessagingItem) -> MessagingMissReason | None:
             return MessagingMissReason.DELETED
         if item.is_unsupported:
             return MessagingMissReason.UNSUPPORTED
-        # A story mention carries no text: the mention itself is the trigger.
-        if item.story is not None and item.story.action is StoryAction.MENTION:
+        # A story mention carries no text, and a story reply may be a photo or a sticker: the
+        # mention or the reply itself is the trigger.
+        if item.story is not None:
             return None
         return None if item.text else MessagingMissReason.NO_TEXT
     if item.kind is MessagingKind.POSTBACK:

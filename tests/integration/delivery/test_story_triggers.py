@@ -20,11 +20,12 @@ from app.db.models import (
     MessagingMissReason,
     TriggerKind,
 )
+from app.delivery.intake.outbox import run_ingest
 from app.delivery.recovery import sweeps
 from app.delivery.recovery.inbox_check import verify_unconfirmed
 from app.delivery.send.budget import budget_key
 from app.delivery.send.dispatch import deliver
-from tests.integration.delivery.conftest import World
+from tests.integration.delivery.conftest import SUNNY, World
 from tests.integration.delivery.conversations import (
     ACCOUNT,
     LINK,
@@ -41,6 +42,7 @@ from tests.integration.delivery.conversations import (
 )
 from tests.support.links import destination_of
 from tests.support.processes import free_port, start_web, start_worker
+from tests.support.webhooks import messaging_body, store_event
 
 # The sandbox signs with its own default secret; the web process checks that one.
 SANDBOX_SECRET = "sandbox-instagram-app-secret"
@@ -361,3 +363,39 @@ async def test_a_story_reply_dm_whose_answer_was_lost_is_unconfirmed_never_resen
     result = await verify_unconfirmed(world.resources, row.id)
     assert result.status == "confirmed", result
     assert (await world.log(row.id)).pr_state is LegState.SENT
+
+
+async def test_a_photo_reply_to_a_story_is_answered_only_by_an_any_reply_campaign(
+    world: World,
+) -> None:
+    """A reply with no text (a photo, a sticker): "any reply" answers it, a keyword cannot."""
+    await story_campaign(world, name="Keyword")
+    any_reply = await story_campaign(
+        world, name="Any reply", match_mode=MatchMode.ANY_COMMENT, keywords=[], priority=-5
+    )
+    story = world.admin.publish_story(ACCOUNT, "Show me your loaf")
+    # The sandbox has no photo replies: a message opens the window there as the photo would,
+    # and only the photo reply's webhook (built here) is ingested.
+    world.admin.fan_dm("jane.doe", ACCOUNT, "hi")
+    fan = world.admin.inbox("jane.doe")["igsids"][SUNNY]
+    photo = {
+        "mid": "aWdf-photo-reply",
+        "attachments": [{"type": "image", "payload": {"url": "https://lookaside.fbsbx.com/x"}}],
+        "reply_to": {"story": {"url": "https://scontent.cdninstagram.com/s", "id": story["id"]}},
+    }
+    item = {
+        "sender": {"id": fan},
+        "recipient": {"id": SUNNY},
+        "timestamp": int(time.time() * 1000),
+        "message": photo,
+    }
+    async with world.resources.sessionmaker() as session, session.begin():
+        ids = [await store_event(session, messaging_body(item, account=SUNNY)) for _ in range(2)]
+    for event_id in ids:
+        await run_ingest(world.resources, [event_id])
+    row = await one(world, TriggerKind.STORY_REPLY)
+    assert row.campaign_id == any_reply
+    assert row.trigger_text is None
+    [report] = await run_due(world)
+    assert report.private == "SENT"
+    assert len(world.inbox("jane.doe")) == 1
