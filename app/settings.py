@@ -73,8 +73,10 @@ class Settings:
     # usage, not in the 750 private replies).
     public_replies_per_hour: int = 750
     # Control-lane jobs (ingest, the pacer, the relays) one worker runs at once besides its
-    # WORKER_CONCURRENCY deliveries (app.queue.options.Lane).
-    worker_control_concurrency: int = 4
+    # WORKER_CONCURRENCY deliveries (app.queue.options.Lane). An ingest job spends most of
+    # its time waiting on PostgreSQL, and under a surge the web's jobs carry a few events each:
+    # with 4 slots two workers ingested ~65 comments/s on the shared bench machine.
+    worker_control_concurrency: int = 16
 
     @property
     def cookie_secure(self) -> bool:
@@ -129,7 +131,7 @@ def load_settings(
             "PUBLIC_REPLIES_PER_HOUR", _int_between(1, 100_000), 750
         ),
         worker_control_concurrency=reader.optional(
-            "WORKER_CONTROL_CONCURRENCY", _int_between(1, 100), 4
+            "WORKER_CONTROL_CONCURRENCY", _int_between(1, 100), 16
         ),
         queue_name=reader.optional("QUEUE_NAME", _parse_queue_name, "delivery"),
         log_level=reader.optional("LOG_LEVEL", _parse_log_level, "INFO"),
