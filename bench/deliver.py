@@ -296,7 +296,7 @@ def worker_process() -> int:
     from app.jobs.registry import JOBS
     from app.logs import configure_logging
     from app.settings import load_settings
-    from worker.runner import build_worker
+    from worker.runner import build_worker, run_in_loop
 
     counts: Counter[str] = Counter()
 
@@ -347,9 +347,9 @@ def worker_process() -> int:
         if profile_to:
             import cProfile
 
-            cProfile.runctx("asyncio.run(built.start())", globals(), locals(), profile_to)
+            cProfile.runctx("run_in_loop(built.start())", globals(), locals(), profile_to)
         else:
-            asyncio.run(built.start())
+            run_in_loop(built.start())
     finally:
         window = cpu.get("last", 0.0) - cpu.get("first", 0.0)
         Path(os.environ["BENCH_COUNTS_FILE"]).write_text(
