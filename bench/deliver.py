@@ -15,10 +15,10 @@ process and waits until every row is SENT. Prints one JSON document:
   does not move with what else the machine runs (the sandbox and PostgreSQL share its cores);
 - `sql`: counted inside the worker process (this module's `--worker-process` mode counts
   psycopg's cursor executions and installs SQLAlchemy listeners, with the crons off so only
-  deliveries are counted): statements per
-  delivery, pool checkouts (each one a pre-ping round trip), BEGIN/COMMIT/ROLLBACK on
-  non-autocommit connections, their sum as database round trips per delivery, and the
-  server's own transaction count from `pg_stat_database` as a cross-check.
+  deliveries are counted): statements per delivery, connections opened, pool checkouts (each
+  one a pre-ping round trip), BEGIN/COMMIT/ROLLBACK on non-autocommit connections, their sum
+  as database round trips per delivery, and the server's own transaction count from
+  `pg_stat_database` as a cross-check.
 
 Then, unless `--skip-latency`, `webhook_to_send`: the whole path at a steady rate. The sandbox
 is registered with a real web process as its webhook callback; fans comment at `--rate` per
@@ -277,6 +277,9 @@ def run(n: int) -> dict[str, Any]:
             "begin_commit_rollback_per_delivery": round(tx_commands / per, 2),
             "round_trips_per_delivery": round((statements + pings + tx_commands) / per, 2),
             "server_transactions_per_delivery": round((xact_after - xact_before) / per, 2),
+            # New database connections the worker opened (a pool too small for the running
+            # jobs opens and closes them all the time, a server process each).
+            "connections_opened": counted.get("connects", 0),
             "jobs_counted": counted.get("jobs"),
         },
         "worker_cpu_ms_per_delivery": round(
@@ -312,6 +315,10 @@ def worker_process() -> int:
         return await execute(cursor, *args, **kwargs)
 
     psycopg.AsyncCursor.execute = counted  # type: ignore[method-assign,assignment]
+
+    @event.listens_for(Pool, "connect")
+    def _connect(*_: Any) -> None:
+        counts["connects"] += 1
 
     @event.listens_for(Pool, "checkout")
     def _checkout(_dbapi: Any, _record: Any, proxy: Any) -> None:

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -137,8 +139,9 @@ class GraphClient:
                 limit=max_connections, keepalive_timeout=_KEEPALIVE_EXPIRY_S
             ),
             headers={"User-Agent": "OnceReply/1"},
-            # Proxy settings from the environment, as before.
-            trust_env=True,
+            # The environment's proxy for Meta's host, read once: aiohttp's own `trust_env`
+            # reads it (and ~/.netrc) in a thread for every request, a sixth of a send's CPU.
+            proxy=_proxy_for(base_url),
             # Meta's answers are small JSON objects; nothing here reads cookies.
             cookie_jar=aiohttp.DummyCookieJar(),
         )
@@ -352,6 +355,14 @@ class GraphClient:
         head, _, last = self._base.rpartition("/")
         root = head if last.startswith("v") and last[1:].replace(".", "").isdigit() else self._base
         return f"{root}/{path}"
+
+
+def _proxy_for(base_url: str) -> str | None:
+    """The proxy the environment names for `base_url` (`HTTPS_PROXY`, `NO_PROXY`, …)."""
+    parts = urllib.parse.urlsplit(base_url)
+    if urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    return urllib.request.getproxies().get(parts.scheme)
 
 
 def _timeout(timeout_s: float) -> aiohttp.ClientTimeout:

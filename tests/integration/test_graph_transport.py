@@ -169,3 +169,30 @@ async def test_an_error_answer_keeps_metas_code_and_usage() -> None:
             await graph.aclose()
     assert (raised.value.http_status, raised.value.code, raised.value.subcode) == (400, 4, 2534040)
     assert raised.value.usage.regain_access_minutes == 7
+
+
+async def test_the_proxy_the_environment_names_carries_the_calls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    received: list[bytes] = []
+    body = b'{"recipient_id":"9","message_id":"m_1"}'
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        received.append(await read_request(reader))
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+            b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+        )
+        await writer.drain()
+
+    async with serving(proxy) as proxy_base:
+        for name in ("http_proxy", "NO_PROXY", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", proxy_base.rsplit("/", 1)[0])
+        graph = GraphClient.create("http://graph.example.invalid/v25.0", timeout_s=5)
+        try:
+            sent = await graph.send_message("token", "1784", {"recipient": {"comment_id": "1"}})
+        finally:
+            await graph.aclose()
+    assert sent.message_id == "m_1"
+    assert received[0].startswith(b"POST http://graph.example.invalid/v25.0/1784/messages ")
