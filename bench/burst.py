@@ -42,6 +42,7 @@ minutes later, so this variant runs that much longer.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import bisect
 import dataclasses
 import json
@@ -447,7 +448,7 @@ def worker_process() -> int:
     from app.jobs.registry import JOBS
     from app.logs import configure_logging
     from app.settings import load_settings
-    from worker.runner import build_worker, run_in_loop
+    from worker.runner import build_worker
 
     jobs: Counter[str] = Counter()
     configure_logging("WARNING")
@@ -459,7 +460,7 @@ def worker_process() -> int:
 
     built.add_after_process(count_job)
     try:
-        run_in_loop(built.start())
+        asyncio.run(built.start())
     finally:
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         Path(os.environ["BENCH_COUNTS_FILE"]).write_text(

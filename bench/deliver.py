@@ -299,7 +299,7 @@ def worker_process() -> int:
     from app.jobs.registry import JOBS
     from app.logs import configure_logging
     from app.settings import load_settings
-    from worker.runner import build_worker, run_in_loop
+    from worker.runner import build_worker
 
     counts: Counter[str] = Counter()
 
@@ -354,9 +354,9 @@ def worker_process() -> int:
         if profile_to:
             import cProfile
 
-            cProfile.runctx("run_in_loop(built.start())", globals(), locals(), profile_to)
+            cProfile.runctx("asyncio.run(built.start())", globals(), locals(), profile_to)
         else:
-            run_in_loop(built.start())
+            asyncio.run(built.start())
     finally:
         window = cpu.get("last", 0.0) - cpu.get("first", 0.0)
         Path(os.environ["BENCH_COUNTS_FILE"]).write_text(

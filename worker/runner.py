@@ -24,10 +24,9 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Coroutine, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
-import uvloop
 from saq import CronJob, Worker
 
 from app import __version__
@@ -48,7 +47,6 @@ from worker.context import WorkerState, state_of
 from worker.liveness import watch_for_orphans
 
 logger = logging.getLogger("oncereply.worker")
-T = TypeVar("T")
 
 
 class WorkerConfigError(Exception):
@@ -280,14 +278,6 @@ async def _heartbeat_loop(state: WorkerState, stopping: asyncio.Event, draining_
                 logger.warning("could not write the worker heartbeat", exc_info=True)
     await withdraw_heartbeat(state.resources.redis, state.worker_id, draining_s)
     logger.info("worker %s is stopping; heartbeat withdrawn", state.worker_id)
-
-
-def run_in_loop(main: Coroutine[Any, Any, T]) -> T:
-    """Run the worker's `main` on uvloop's event loop, as uvicorn runs the web's: a delivery
-    is a dozen small socket round trips, and uvloop runs each for less CPU than asyncio's
-    own loop (measured in bench/deliver.py)."""
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(main)
 
 
 async def run_worker(settings: Settings) -> None:
