@@ -5,8 +5,9 @@ every list and text a form sends is bounded before any work: a review froze the 
 with 20 concurrent sign-ups and with one request of 200,000 keyword chips.
 
 The event-loop check reads the web process's own log of slow callbacks (asyncio debug mode)
-and compares them with one argon2 hash measured here: a hash on the loop stalls it at least
-that long; off the loop, nothing comes close.
+and compares them with one argon2 hash measured here: a hash on the loop stalls it about that
+long, once for every sign-up; off the loop, nothing comes close but the odd callback a busy
+machine left waiting for a core, which the check tolerates once.
 """
 
 from __future__ import annotations
@@ -63,8 +64,8 @@ async def _sign_up(client: Any, csrf: str, email: str) -> int:
 async def test_sign_ups_hash_passwords_off_the_event_loop(
     test_env: dict[str, str], artifacts_dir: Path
 ) -> None:
-    """Concurrent sign-ups against a real web process: its event loop never stalls for as
-    long as one hash takes (a hash on the loop would stall it at least that long)."""
+    """Concurrent sign-ups against a real web process: its event loop does not stall for as
+    long as a hash takes, sign-up after sign-up (a hash on the loop would, for each)."""
     port = free_port()
     web = start_debug_web(test_env, port, artifacts_dir / "request-bounds")
     try:
@@ -76,11 +77,11 @@ async def test_sign_ups_hash_passwords_off_the_event_loop(
                 *(_sign_up(client, csrf, f"fan{i}@example.com") for i in range(4))
             )
         one_hash = _one_hash_s()
-        stalls = stalls_in(watch.read(), at_least_s=one_hash * 0.5)
+        stalls = stalls_in(watch.read(), at_least_s=one_hash * 0.9)
     finally:
         web.stop()
     assert statuses == [303] * 4
-    assert not stalls, f"one hash takes {one_hash:.3f} s; the loop stalled: {stalls}"
+    assert len(stalls) <= 1, f"one hash takes {one_hash:.3f} s; the loop stalled: {stalls}"
 
 
 async def test_sign_ups_are_throttled_per_address_and_per_email(settings: Settings) -> None:
