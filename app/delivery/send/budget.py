@@ -5,8 +5,7 @@ set scored by its time; a slot is taken while fewer than `limit` members are you
 window, otherwise the script answers when the oldest one ages out. Time comes from the Redis
 server, so workers on different hosts agree on it. Two ways to take slots:
 
-- `reserve`: one slot for one send (a comment found with no backlog), none while the account
-  is slowed (`throttle`), so that its pacer hands out the slots at the slowed pace;
+- `reserve`: one slot for one send (a comment found with no backlog);
 - `grant`: the account's pacer takes as many of the free slots as it has rows waiting, named
   after the rows (`grant_member`), and the row's job `confirm`s its slot just before the send.
 
@@ -75,16 +74,12 @@ end
 """
 
 # ARGV[3] member, ARGV[4] in-flight ms. {1, 0} taken, or {0, ms until the oldest slot frees or
-# the pause ends}; {0, 1} while the account is slowed: its sends go through its pacer, which
-# hands out only a share of the slots.
+# the pause ends}.
 _RESERVE = (
     _PRELUDE
     + """
 local paused = paused_for()
 if paused > 0 then return {0, paused} end
-if redis.call('HGET', KEYS[3], 'mode') == 'slowed' and redis.call('PTTL', KEYS[3]) > 0 then
-  return {0, 1}
-end
 if redis.call('ZCARD', KEYS[1]) < limit then
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[3])
   redis.call('PEXPIRE', KEYS[1], window + tonumber(ARGV[4]))

@@ -154,27 +154,11 @@ async def queue_for_budget(conn: AsyncConnection, dm_log_id: int) -> None:
     await conn.execute(_QUEUE_FOR_BUDGET, {"id": dm_log_id, "reason": WAITING_REASON})
 
 
-async def pace_changed(
-    resources: Resources, throttle: Throttle, workspace_id: int, account_id: int, lapses_in_s: float
-) -> None:
-    """The account's pace changed (`throttle`): the change is recorded now (a slow-down may
-    lapse before the pacer runs), the pacer runs to act on it, and again when it lapses, to
-    record that."""
-    await note_pace(resources, throttle, workspace_id, account_id)
+async def pace_changed(resources: Resources, account_id: int, lapses_in_s: float) -> None:
+    """The account's pace changed (`throttle`): its pacer runs now, to act on it and record
+    the change, and again when it lapses, to record that."""
     await kick_pacer(resources.queue, [account_id])
     await kick_pacer(resources.queue, [account_id], at=time.time() + lapses_in_s + 0.5)
-
-
-async def note_pace(
-    resources: Resources, throttle: Throttle, workspace_id: int, account_id: int
-) -> Pace:
-    """The account's pace now, recorded as an operational event when it is not the one last
-    noted (whoever notes a change first records it, once)."""
-    pace = await throttle.current(account_id)
-    previous = await throttle.note_mode(account_id, pace.mode)
-    if previous is not None:
-        await _record_change(resources, workspace_id, account_id, previous, pace)
-    return pace
 
 
 async def pace_account(resources: Resources, account_id: int) -> PaceReport:
@@ -190,7 +174,10 @@ async def pace_account(resources: Resources, account_id: int) -> PaceReport:
             # The relay kicks the pacer again once the account is back.
             report.note = "the account cannot send now"
             return report
-        pace = await note_pace(resources, throttle, account.workspace_id, account_id)
+        pace = await throttle.current(account_id)
+        previous = await throttle.note_mode(account_id, pace.mode)
+        if previous is not None:
+            await _record_change(resources, account.workspace_id, account_id, previous, pace)
         report.pace = pace.mode
         if pace.mode == PAUSED:
             report.note = "paused: Instagram asked to wait"

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from redis.exceptions import RedisError
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.accounts.tokens import MissingTokenError, open_access_token
@@ -289,10 +289,8 @@ async def observe_pace(run: Run, usage: Usage, code: int | None) -> None:
     try:
         observed = await throttle.observe(account_id, usage, code=code)
         if observed is not None and observed.changed:
-            await pacer.pace_changed(
-                resources, throttle, run.delivery.workspace_id, account_id, observed.hold_s
-            )
-    except (RedisError, OSError, SQLAlchemyError) as exc:
+            await pacer.pace_changed(resources, account_id, observed.hold_s)
+    except (RedisError, OSError, OperationalError, InterfaceError) as exc:
         logger.warning("could not note the pace of account %s: %s", account_id, exc)
 
 

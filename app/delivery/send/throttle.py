@@ -33,10 +33,6 @@ _KEY = PACE_KEY
 _SEEN = "oncereply:pr-pace-seen:{account_id}"
 
 SLOW_FROM = 75.0
-# A refusal with no stated wait keeps the account slowed at least this long, whatever the
-# budget's window: Meta's own limits do not shrink with a window a benchmark compresses, and a
-# refused send gives its slot back, so a pace back to normal a second later refuses again.
-REFUSAL_HOLD_MIN_S = 30.0
 MIN_SHARE = 0.1
 _MEASURES = ("call_count", "total_time", "total_cputime")
 RATE_LIMIT_CODES = frozenset({4, 17, 32, 613, 80002})
@@ -120,8 +116,7 @@ class Throttle:
             minutes = usage.regain_access_minutes
             if minutes:
                 return await self._set(account_id, PAUSED, 0.0, minutes * 60.0)
-            hold_s = max(slow_hold_s(self.window_s), REFUSAL_HOLD_MIN_S)
-            return await self._set(account_id, SLOWED, MIN_SHARE, hold_s)
+            return await self._set(account_id, SLOWED, MIN_SHARE, slow_hold_s(self.window_s))
         percent = usage_percent(usage)
         if percent < SLOW_FROM:
             return None
