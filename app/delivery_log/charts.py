@@ -43,29 +43,21 @@ def parse_span(value: str | None, default: Span = Span.DAYS) -> Span:
         return default
 
 
-_DELIVERIES_WORKSPACE = text(
-    """
+_DELIVERIES_SELECT = """
 SELECT date_trunc(:unit, created_at AT TIME ZONE :tz) AS bucket,
        count(*) FILTER (WHERE pr_state = 'SENT') AS sent,
        count(*) FILTER (WHERE pr_state = 'FAILED') AS failed,
        count(*) FILTER (WHERE pr_state = 'UNCONFIRMED') AS unconfirmed,
        count(*) FILTER (WHERE pr_state LIKE 'SKIPPED%') AS skipped
 FROM dm_logs
-WHERE workspace_id = :workspace_id AND created_at >= :start
-GROUP BY 1
 """
+_DELIVERIES_WORKSPACE = text(
+    _DELIVERIES_SELECT + "WHERE workspace_id = :workspace_id AND created_at >= :start GROUP BY 1"
 )
 _DELIVERIES_CAMPAIGN = text(
-    """
-SELECT date_trunc(:unit, created_at AT TIME ZONE :tz) AS bucket,
-       count(*) FILTER (WHERE pr_state = 'SENT') AS sent,
-       count(*) FILTER (WHERE pr_state = 'FAILED') AS failed,
-       count(*) FILTER (WHERE pr_state = 'UNCONFIRMED') AS unconfirmed,
-       count(*) FILTER (WHERE pr_state LIKE 'SKIPPED%') AS skipped
-FROM dm_logs
-WHERE campaign_id = :campaign_id AND workspace_id = :workspace_id AND created_at >= :start
-GROUP BY 1
-"""
+    _DELIVERIES_SELECT
+    + "WHERE campaign_id = :campaign_id AND workspace_id = :workspace_id"
+    + " AND created_at >= :start GROUP BY 1"
 )
 # Taps from the kept counts (`link_click_hours`, per UTC hour), but for the hours a bucket
 # starts inside (a zone half or three quarters of an hour off UTC): those come from the raw
