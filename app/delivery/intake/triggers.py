@@ -161,26 +161,7 @@ def _dm(
     match = choose_dm_campaign(account.rules, item.text or "", sent_at=item.occurred_at)
     if match is None:
         return MessagingMissReason.NO_MATCH, {}
-    campaign = match.campaign
-    work.dms.append(
-        {
-            "workspace_id": campaign.workspace_id,
-            "account_id": account.account_id,
-            "campaign_id": campaign.id,
-            "campaign_version": campaign.version,
-            "trigger_kind": TriggerKind.MESSAGE.value,
-            "trigger_id": _dm_trigger_id(item),
-            "comment_row_id": None,
-            "media_id": None,
-            "recipient_id": item.user_id,
-            "recipient_username": None,
-            "trigger_text": item.text,
-            "matched_keyword": match.keyword,
-            "deadline_at": item.occurred_at + MESSAGING_WINDOW,
-            "pr_state": LegState.PENDING.value,
-            "pub_state": None,
-        }
-    )
+    _add_message_row(item, account, work, TriggerKind.MESSAGE, match, media_id=None)
     return None, _noted(match)
 
 
@@ -232,7 +213,7 @@ def _add_message_row(
     account: AccountRules,
     work: MessagingWork,
     kind: TriggerKind,
-    match: StoryMatch,
+    match: DmMatch | StoryMatch,
     *,
     media_id: str | None,
 ) -> None:
@@ -264,10 +245,6 @@ _PREFIXES = {
     TriggerKind.STORY_REPLY: "story",
     TriggerKind.STORY_MENTION: "mention",
 }
-
-
-def _dm_trigger_id(item: MessagingItem) -> str:
-    return _trigger_id("dm", item)
 
 
 def _trigger_id(prefix: str, item: MessagingItem) -> str:
