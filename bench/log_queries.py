@@ -33,7 +33,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-from sqlalchemy import Select
+from sqlalchemy import ClauseElement, Select
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.db.models import DmLog, MissReason
@@ -252,7 +252,11 @@ def judge(plan: dict[str, Any]) -> tuple[bool, list[str]]:
     return (not seq and bool(indexed)), summary
 
 
-async def measure(engine: AsyncEngine, name: str, stmt: Select[Any], repeat: int) -> dict[str, Any]:
+async def explain_and_time(
+    engine: AsyncEngine, stmt: ClauseElement, repeat: int
+) -> tuple[dict[str, Any], list[float], int]:
+    """`stmt`'s EXPLAIN ANALYZE report, then the milliseconds of `repeat` runs and the rows the
+    last one gave, all on one connection."""
     compiled = stmt.compile(dialect=engine.dialect, compile_kwargs={"render_postcompile": True})
     sql, params = str(compiled), compiled.params
     async with engine.connect() as conn:
@@ -265,6 +269,11 @@ async def measure(engine: AsyncEngine, name: str, stmt: Select[Any], repeat: int
             found = len((await conn.exec_driver_sql(sql, params)).all())
             times.append((time.perf_counter() - started) * 1000)
     report = explained[0] if isinstance(explained, list) else json.loads(explained)[0]
+    return report, times, found
+
+
+async def measure(engine: AsyncEngine, name: str, stmt: Select[Any], repeat: int) -> dict[str, Any]:
+    report, times, found = await explain_and_time(engine, stmt, repeat)
     ok, nodes = judge(report["Plan"])
     return {
         "name": name,

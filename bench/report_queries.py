@@ -49,7 +49,7 @@ from app.delivery_log.clicks import campaign_clicks
 from app.delivery_log.funnel import campaign_funnel
 from app.delivery_log.overview import load_overview
 from app.workspaces.time_zone import start_of_day
-from bench.log_queries import load
+from bench.log_queries import explain_and_time, load
 from tests.support.infra import TestDatabase
 
 BIG_TABLES = (
@@ -173,18 +173,7 @@ async def measure_statement(
     *,
     whole: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    compiled = stmt.compile(dialect=engine.dialect, compile_kwargs={"render_postcompile": True})
-    sql, params = str(compiled), compiled.params
-    async with engine.connect() as conn:
-        explained = (
-            await conn.exec_driver_sql("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, params)
-        ).scalar_one()
-        times, found = [], 0
-        for _ in range(repeat):
-            started = time.perf_counter()
-            found = len((await conn.exec_driver_sql(sql, params)).all())
-            times.append((time.perf_counter() - started) * 1000)
-    report = explained[0] if isinstance(explained, list) else json.loads(explained)[0]
+    report, times, found = await explain_and_time(engine, stmt, repeat)
     ok, nodes = judge(report["Plan"], whole)
     return {
         "view": view,
