@@ -17,6 +17,8 @@ from litestar.response import Redirect, Template
 
 from app.auth.current import LoginRequired, safe_next
 from app.web.htmx import wants_partial
+from app.web.report import HEADERS as REPORT_HEADERS
+from app.web.report import is_report_path, report_not_found
 
 logger = logging.getLogger("oncereply.web")
 
@@ -50,6 +52,9 @@ def _render(request: Request[Any, Any, Any], status: int, detail: str) -> Respon
 
 
 def http_exception_handler(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+    if is_report_path(request.url.path) and exc.status_code < 500:
+        # A shared report's address in any shape: its own page, never the dashboard's.
+        return report_not_found(exc.status_code, exc.headers)
     response = _render(request, exc.status_code, exc.detail)
     if exc.headers:
         response.headers.update(exc.headers)
@@ -59,7 +64,10 @@ def http_exception_handler(request: Request[Any, Any, Any], exc: HTTPException) 
 def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     # The details go to the log for the operator; the person sees a calm page.
     logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return _render(request, 500, "The error was logged. Please try again in a moment.")
+    response = _render(request, 500, "The error was logged. Please try again in a moment.")
+    if is_report_path(request.url.path):
+        response.headers.update(REPORT_HEADERS)
+    return response
 
 
 def login_redirect(request: Request[Any, Any, Any], exc: LoginRequired) -> Response[Any]:

@@ -8,11 +8,15 @@ charts partials (`templates/charts/`), its hours and days in the workspace's zon
 charts' range switch is a plain link back to this page. The token is in the URL, so the
 answer sends `Referrer-Policy: no-referrer` and `X-Robots-Tag: noindex`, and the log scrubs
 `/r/…` paths (`app.logs`). An unknown, revoked or altered token gets a friendly 404 page,
-the same for each, so it says nothing about which.
+the same for each, so it says nothing about which; so does every other address under `/r/`
+(`/r/a/b`, an overlong token, a NUL): the error handlers (`app.web.errors`) answer any client
+error there with this page and these headers, whatever refused it (the router, the edge
+checks, the method).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -69,5 +73,18 @@ async def shared_report(
     )
 
 
+def is_report_path(path: str) -> bool:
+    """Whether an address is under `/r/`, matched by the route or not."""
+    return path == REPORT_PATH.rstrip("/") or path.startswith(REPORT_PATH)
+
+
+def report_not_found(status_code: int = 404, headers: Mapping[str, str] | None = None) -> Template:
+    """The friendly page for a link that does not open a report; `status_code` and `headers`
+    keep what refused it saying (a 405's `Allow`)."""
+    return Template(
+        NOT_FOUND_TEMPLATE, status_code=status_code, headers={**(headers or {}), **HEADERS}
+    )
+
+
 def _not_found() -> Template:
-    return Template(NOT_FOUND_TEMPLATE, status_code=404, headers=HEADERS)
+    return report_not_found()

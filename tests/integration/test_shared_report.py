@@ -398,3 +398,42 @@ async def _create_with_fresh_form(creator: Creator) -> Any:
     page = await creator.client.get(f"/campaigns/{creator.campaign_id}")
     fields = {"_csrf_token": csrf_token(page.text), "_idem": "f" * 24}
     return await creator.client.post(_create_path(creator), data=fields, headers=HTML)
+
+
+async def test_every_address_under_r_is_the_report_s_own_404(settings: Settings) -> None:
+    # Whatever refuses it (no route, the edge checks, the method), a link under /r/ that opens
+    # no report gets the report's page and headers, never the dashboard's 404.
+    async with AsyncTestClient(create_app(settings)) as stranger:
+        for method, path in (
+            ("GET", "/r/a/b"),
+            ("GET", "/r/a/b/c/d"),
+            ("GET", f"/r/{'A' * 43}/extra"),
+            ("GET", "/r/"),
+            ("GET", "/r"),
+            ("GET", f"/r/{'a' * 300}"),
+            ("GET", f"/r/{'a' * 3000}"),
+            ("GET", "/r/%00"),
+            ("GET", "/r/a%2Fb"),
+            ("GET", "/r/..%2F..%2Fetc%2Fpasswd"),
+            ("GET", "/r/%F0%9F%94%A5%E2%80%8D"),
+            ("GET", "/r/%FF%FE"),
+            ("GET", "/r/x?range=%00"),
+            ("POST", f"/r/{'A' * 43}"),
+            ("DELETE", "/r/a/b"),
+        ):
+            answer = await stranger.request(method, path, headers=HTML)
+            where = (method, path, answer.status_code)
+            assert answer.status_code in (400, 404, 405), where
+            assert 'id="report-not-found"' in answer.text, where
+            assert "set-cookie" not in answer.headers, where
+            assert answer.headers["referrer-policy"] == "no-referrer", where
+            assert "noindex" in answer.headers["x-robots-tag"], where
+            assert answer.headers["cache-control"] == "no-store", where
+        # A client that asks for JSON gets the same page: the link is for people.
+        plain = await stranger.get("/r/a/b", headers={"accept": "application/json"})
+        assert plain.status_code == 404
+        assert 'id="report-not-found"' in plain.text
+        # Only the shared report's addresses: the dashboard's own 404 is unchanged.
+        other = await stranger.get("/rx/a", headers=HTML)
+        assert other.status_code == 404
+        assert 'id="report-not-found"' not in other.text
