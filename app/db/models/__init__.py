@@ -28,7 +28,13 @@ from app.db.models.delivery import (
     TriggerKind,
 )
 from app.db.models.instagram import AccountStatus, InstagramAccount
-from app.db.models.ledger import Comment, CommentOutcome, MissReason, SeenVia
+from app.db.models.ledger import (
+    Comment,
+    CommentOutcome,
+    CommentVerdictCount,
+    MissReason,
+    SeenVia,
+)
 from app.db.models.messaging import MessagingEvent, MessagingEventKind, MessagingMissReason
 from app.db.models.operations import (
     EventLevel,
@@ -56,6 +62,7 @@ __all__ = [
     "CampaignTrigger",
     "Comment",
     "CommentOutcome",
+    "CommentVerdictCount",
     "DataDeletionRequest",
     "DeliveryAttempt",
     "DmLog",

@@ -10,7 +10,16 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import DateTime, ForeignKey, Index, String, Text, UniqueConstraint, text
+from sqlalchemy import (
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -100,3 +109,26 @@ class Comment(Base):
     # The match decision: winner, the campaigns that also matched and lost, and why.
     decision: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     created_at: Mapped[CreatedAt]
+
+
+class CommentVerdictCount(Base):
+    """How many comments one campaign judged with one verdict in one UTC quarter hour.
+
+    Kept by the database as the ledger changes (the `comments_verdict_counts_*` triggers of
+    migration 0022): every statement that inserts, updates or deletes `comments` rows adds
+    each row's `decision -> 'considered'` verdicts (won, lost, excluded, no_keyword) of
+    campaigns that still exist, and takes away the old row's, in the same transaction. So
+    a re-decided comment moves from one verdict to the other and a deleted one leaves,
+    whichever statement did it. Quarter hours, because every time zone in use is a whole
+    number of quarter hours off UTC: a local day is a whole number of quarters, in any zone.
+    """
+
+    __tablename__ = "comment_verdict_counts"
+
+    campaign_id: Mapped[int] = mapped_column(
+        ForeignKey("campaigns.id", ondelete="CASCADE"), primary_key=True
+    )
+    # The start of the quarter hour (UTC) the comment's ledger row was made in.
+    quarter: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
+    verdict: Mapped[str] = mapped_column(String(16), primary_key=True)
+    comments: Mapped[int] = mapped_column(Integer, server_default="0")
