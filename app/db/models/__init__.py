@@ -27,6 +27,7 @@ from app.db.models.delivery import (
     PostbackDelivery,
     TriggerKind,
 )
+from app.db.models.delivery_counts import DeliveryCount, FunnelPerson
 from app.db.models.instagram import AccountStatus, InstagramAccount
 from app.db.models.ledger import (
     Comment,
@@ -65,8 +66,10 @@ __all__ = [
     "CommentVerdictCount",
     "DataDeletionRequest",
     "DeliveryAttempt",
+    "DeliveryCount",
     "DmLog",
     "EventLevel",
+    "FunnelPerson",
     "IdempotencyHit",
     "IdempotencyHitKind",
     "IdempotencyKey",

@@ -33,6 +33,7 @@ from app.jobs.registry import JOB_OPTIONS
 from app.resources import Resources
 from app.settings import Settings, load_settings
 from sandbox.client import SandboxAdmin
+from tests.support.kept_counts import kept_count_differences
 from tests.support.sandbox_process import SandboxProcess, start_sandbox
 
 SUNNY = "17841458120395731"
@@ -213,5 +214,8 @@ async def seed_world(
 @pytest.fixture
 async def world(
     delivery_resources: Resources, sandbox_process: SandboxProcess, test_env: dict[str, str]
-) -> World:
-    return await seed_world(delivery_resources, sandbox_process.admin)
+) -> AsyncIterator[World]:
+    yield await seed_world(delivery_resources, sandbox_process.admin)
+    # Whatever the test drove (sends, retries, reconciling, skips, manual retries), the kept
+    # delivery counts still agree with the rows.
+    assert await kept_count_differences(delivery_resources.engine) == []
