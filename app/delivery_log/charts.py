@@ -3,12 +3,13 @@
 Two ranges (`Span`): the last 24 hours by hour, the last 30 days by day, both bucketed in the
 workspace's time zone (PostgreSQL's `AT TIME ZONE` with the zone's IANA name), the current
 hour or day last. Deliveries count by the bucket they were created in and their state now,
-as the overview's "today" does; taps by the moment of the tap (a person's visits only, not
+as the overview's "today" does, summed from the counts kept per 15-minute UTC slice
+(`delivery_counts`); taps by the moment of the tap (a person's visits only, not
 preview fetches), summed from the counts kept per UTC hour (`link_click_hours`), with the
 raw rows of any hour a bucket starts inside (`split_hours`).
 
-One grouped statement per table over an index range: `ix_dm_logs_ws_created` or
-`ix_dm_logs_campaign_created`; `ix_link_click_hours_ws_hour` or `pk_link_click_hours` (and
+One grouped statement per table over an index range: `ix_delivery_counts_ws_quarter` or
+`uq_delivery_counts_key`; `ix_link_click_hours_ws_hour` or `pk_link_click_hours` (and
 `ix_link_clicks_ws_at` or `ix_link_clicks_campaign_at` for a split hour).
 The statements are `_DELIVERIES_*` and `_TAPS_*`, whole workspace or one campaign.
 """
@@ -24,6 +25,7 @@ from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.delivery_log.funnel import zone_key
+from app.delivery_log.kept_counts import SKIPPED
 
 
 class Span(StrEnum):
@@ -43,21 +45,21 @@ def parse_span(value: str | None, default: Span = Span.DAYS) -> Span:
         return default
 
 
-_DELIVERIES_SELECT = """
-SELECT date_trunc(:unit, created_at AT TIME ZONE :tz) AS bucket,
-       count(*) FILTER (WHERE pr_state = 'SENT') AS sent,
-       count(*) FILTER (WHERE pr_state = 'FAILED') AS failed,
-       count(*) FILTER (WHERE pr_state = 'UNCONFIRMED') AS unconfirmed,
-       count(*) FILTER (WHERE pr_state LIKE 'SKIPPED%') AS skipped
-FROM dm_logs
-"""
+# Deliveries from the kept counts, a row per 15-minute UTC slice: a bucket of any zone is a
+# whole number of slices.
+_DELIVERIES_SELECT = f"""
+SELECT date_trunc(:unit, quarter AT TIME ZONE :tz) AS bucket,
+       sum(sent) AS sent, sum(failed) AS failed, sum(unconfirmed) AS unconfirmed,
+       sum({SKIPPED}) AS skipped
+FROM delivery_counts
+"""  # noqa: S608 - composed from the LegState enum's column names
 _DELIVERIES_WORKSPACE = text(
-    _DELIVERIES_SELECT + "WHERE workspace_id = :workspace_id AND created_at >= :start GROUP BY 1"
+    _DELIVERIES_SELECT + "WHERE workspace_id = :workspace_id AND quarter >= :start GROUP BY 1"
 )
 _DELIVERIES_CAMPAIGN = text(
     _DELIVERIES_SELECT
-    + "WHERE campaign_id = :campaign_id AND workspace_id = :workspace_id"
-    + " AND created_at >= :start GROUP BY 1"
+    + "WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id"
+    + " AND quarter >= :start GROUP BY 1"
 )
 # Taps from the kept counts (`link_click_hours`, per UTC hour), but for the hours a bucket
 # starts inside (a zone half or three quarters of an hour off UTC): those come from the raw

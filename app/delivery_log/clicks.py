@@ -33,11 +33,11 @@ GROUP BY GROUPING SETS ((button), ())
 ORDER BY button NULLS FIRST
 """
 )
+# Link DMs sent, from the kept delivery counts (`delivery_counts`).
 LINK_DMS_SENT = text(
     """
-SELECT count(*) FROM dm_logs
-WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id AND pr_state = 'SENT'
-  AND message_kind = 'reveal'
+SELECT COALESCE(sum(link_sent), 0) FROM delivery_counts
+WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id
 """
 )
 

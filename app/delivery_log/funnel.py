@@ -18,8 +18,9 @@ Seen, matched and sent count comments and deliveries; the later steps count peop
 (a person who commented twice is one person). The rate of a step is of the step before it.
 
 Per day (the workspace's time zone, the last `DAYS` days): each step on the day it happened:
-comments, deliveries and links by the day their row was made (a tap's row is made when the tap
-comes in), clicks by the day of the click; a person counts once a day.
+comments and deliveries by the day their row was made (a tap's row is made when the tap comes
+in), the people who tapped the opening DM or got the link on the day of the delivery that first
+counted them (so the days add up to the total), clicks by the day of the click.
 
 Per button: the people who tapped it, per 100 people the link went to.
 
@@ -27,7 +28,9 @@ Next to it, the misses: comments the campaign saw and did not answer, by its ver
 (`app.delivery_log.misses.VERDICTS`), and deliveries matched but not sent, by their state
 (`app.delivery_log.words.STATE_WORDS`).
 
-Every statement reads one campaign's slice through an index: `ix_dm_logs_campaign_created`,
+Deliveries, and the people who tapped the opening DM or got the link, are summed from the kept
+counts (`delivery_counts`, 15-minute slices, see `app.db.models.delivery_counts`).
+Every statement reads one campaign's slice through an index: `uq_delivery_counts_key`,
 `pk_link_click_hours`, `ix_link_clicks_campaign_at` (the day window only), and
 `pk_comment_verdict_counts`: the comments seen are never read from the ledger itself but from
 the counts the database keeps per campaign, UTC quarter hour and verdict as the ledger's
@@ -46,8 +49,9 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import Campaign
+from app.db.models import Campaign, LegState
 from app.delivery_log.clicks import ButtonClicks, campaign_clicks
+from app.delivery_log.kept_counts import DELIVERIES, STATE_COLUMNS
 from app.delivery_log.misses import VERDICTS
 from app.delivery_log.words import STATE_WORDS
 
@@ -93,44 +97,38 @@ WHERE campaign_id = :campaign_id AND quarter >= :window_start
 GROUP BY 1
 """
 )
-# The campaign's deliveries: matches, first DMs sent, taps on the opening DM, links out; in
-# all, and per day over the window's own index range (no sort of every row).
-_DELIVERY_COUNTS = """
-       count(*) FILTER (WHERE trigger_kind NOT IN ('comment', 'postback', 'follow_up'))
-           AS dm_triggers,
-       count(*) FILTER (WHERE trigger_kind NOT IN ('postback', 'follow_up')) AS matched,
-       count(*) FILTER (WHERE trigger_kind NOT IN ('postback', 'follow_up')
-                        AND pr_state = 'SENT') AS sent,
-       count(DISTINCT recipient_id)
-           FILTER (WHERE trigger_kind = 'postback' AND trigger_payload LIKE '%\\:open') AS tapped,
-       count(DISTINCT recipient_id)
-           FILTER (WHERE message_kind = 'reveal' AND pr_state = 'SENT') AS passed"""
+# The campaign's deliveries from the kept counts (`app.delivery_log.kept_counts`), a row per
+# 15-minute slice: matches (deliveries but taps' answers and follow-ups), first DMs sent, people
+# new to the tapped and passed steps, and the matches not sent by state; in all, and per day of
+# the window (a local day is a whole number of slices in every zone).
+_DELIVERY_COUNTS = f"""
+       COALESCE(sum(dm_triggers), 0) AS dm_triggers,
+       COALESCE(sum({DELIVERIES}) FILTER (WHERE NOT follow_on), 0) AS matched,
+       COALESCE(sum(sent) FILTER (WHERE NOT follow_on), 0) AS sent,
+       COALESCE(sum(tapped_people), 0) AS tapped,
+       COALESCE(sum(passed_people), 0) AS passed"""
 _DELIVERIES = text(
     "SELECT"
     + _DELIVERY_COUNTS
+    + "".join(
+        f", COALESCE(sum({column}) FILTER (WHERE NOT follow_on), 0) AS {column}"
+        for state, column in STATE_COLUMNS.items()
+        if state is not LegState.SENT
+    )
     + """
-FROM dm_logs
+FROM delivery_counts
 WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id
 """
 )
 _DELIVERY_DAYS = text(
     """
-SELECT date_trunc('day', created_at AT TIME ZONE :tz)::date AS day,"""
+SELECT date_trunc('day', quarter AT TIME ZONE :tz)::date AS day,"""
     + _DELIVERY_COUNTS
     + """
-FROM dm_logs
-WHERE campaign_id = :campaign_id AND workspace_id = :workspace_id
-  AND created_at >= :window_start
-GROUP BY 1
-"""
-)
-_NOT_SENT = text(
-    """
-SELECT pr_state, count(*) AS n
-FROM dm_logs
+FROM delivery_counts
 WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id
-  AND trigger_kind NOT IN ('postback', 'follow_up') AND pr_state <> 'SENT'
-GROUP BY pr_state
+  AND quarter >= :window_start
+GROUP BY 1
 """
 )
 # People who tapped: in all from the kept counts (each person once by `link_click_people`'s
@@ -288,7 +286,6 @@ async def campaign_funnel(
         for i, key in enumerate(keys)
     ]
 
-    not_sent = (await session.execute(_NOT_SENT, params)).all()
     clicks = await campaign_clicks(
         session,
         workspace_id=campaign.workspace_id,
@@ -311,10 +308,9 @@ async def campaign_funnel(
         ],
         not_sent=sorted(
             (
-                MissCount(
-                    STATE_WORDS.get(row.pr_state, str(row.pr_state)), int(row.n), row.pr_state
-                )
-                for row in not_sent
+                MissCount(STATE_WORDS.get(state, state.value), n, state.value)
+                for state, column in STATE_COLUMNS.items()
+                if state is not LegState.SENT and (n := int(getattr(total, column)))
             ),
             key=lambda miss: -miss.count,
         ),

@@ -2,7 +2,8 @@
 
 "Today" is the workspace's day: from midnight in its time zone (the caller passes `day`, see
 `app.workspaces.time_zone.start_of_day`). Counts are of the deliveries *created* today by their
-current private-reply state (one `GROUP BY` over today's slice of `ix_dm_logs_ws_created`).
+current private-reply state, summed per account from today's kept counts (`delivery_counts`,
+over `ix_delivery_counts_ws_quarter`).
 
 "Duplicate sends blocked" counts only what the data proves:
 - `same_person`: rows settled SKIPPED_DEDUP — the campaign had already messaged that person,
@@ -23,14 +24,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.cards import AccountCard, list_accounts
-from app.db.models import DmLog, EventLevel, IdempotencyHitKind, LegState, OperationalEvent
+from app.db.models import EventLevel, IdempotencyHitKind, LegState, OperationalEvent
+from app.delivery_log.kept_counts import STATE_COLUMNS
 from app.operations.idempotency_hits import HitCount, hits_last_24h
 
 RECENT_EVENTS = 15
+
+# Today's deliveries per account, from the kept counts (a day in any zone is a whole number of
+# 15-minute slices).
+_TODAY = text(
+    "SELECT account_id, "  # noqa: S608 - column names from the LegState enum
+    + ", ".join(
+        f"sum({column}) AS {column}"
+        for column in (*STATE_COLUMNS.values(), "proven", "proven_by_meta")
+    )
+    + " FROM delivery_counts WHERE workspace_id = :workspace_id AND quarter >= :day"
+    + " GROUP BY account_id"
+)
 
 
 @dataclass(slots=True)
@@ -119,26 +133,16 @@ class Overview:
 
 async def load_overview(session: AsyncSession, workspace_id: int, day: datetime) -> Overview:
     overview = Overview(day=day, accounts=await list_accounts(session, workspace_id))
-    confirmed = DmLog.pr_evidence.has_key("confirmed_by")
-    by_meta = DmLog.pr_evidence["confirmed_by"].astext == "meta_already_used"
-    rows = await session.execute(
-        select(
-            DmLog.account_id,
-            DmLog.pr_state,
-            func.count(),
-            func.count().filter(confirmed),
-            func.count().filter(by_meta),
-        )
-        .where(DmLog.workspace_id == workspace_id, DmLog.created_at >= day)
-        .group_by(DmLog.account_id, DmLog.pr_state)
-    )
-    for account_id, state, count, proven, meta in rows.tuples():
-        overview.per_account.setdefault(account_id, DayCounts()).add(state, count)
-        overview.totals.add(state, count)
-        if state is LegState.SKIPPED_DEDUP:
-            overview.duplicates.same_person += count
-        overview.duplicates.proven_delivered += proven
-        overview.duplicates.confirmed_by_meta += meta
+    rows = await session.execute(_TODAY, {"workspace_id": workspace_id, "day": day})
+    for row in rows:
+        counts = overview.per_account.setdefault(row.account_id, DayCounts())
+        for state, column in STATE_COLUMNS.items():
+            count = int(getattr(row, column))
+            counts.add(state, count)
+            overview.totals.add(state, count)
+        overview.duplicates.same_person += int(row.skipped_dedup)
+        overview.duplicates.proven_delivered += int(row.proven)
+        overview.duplicates.confirmed_by_meta += int(row.proven_by_meta)
     events = await session.execute(
         select(
             OperationalEvent.created_at,

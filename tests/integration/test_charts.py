@@ -235,3 +235,49 @@ async def test_the_campaign_range_switch_answers_with_the_charts_alone(
     whole = await owner.client.get(f"{url}?range=24h")
     assert "<form" in whole.text
     assert 'data-range="24h" class="active"' in whole.text
+
+
+@pytest.mark.parametrize("zone_name", ["Asia/Kolkata", "Asia/Kathmandu"])
+async def test_deliveries_land_in_their_local_bucket_off_the_utc_hour(
+    resources: Resources, owner: Creator, zone_name: str
+) -> None:
+    """India's hours start at :30 UTC, Nepal's at :15: deliveries either side of such a start,
+    counted in 15-minute slices, land on their own side, by day and by hour."""
+    zone = ZoneInfo(zone_name)
+    now = datetime.now(UTC)
+    midnight = datetime.combine(now.astimezone(zone).date() - timedelta(days=2), time.min, zone)
+    hour = now.astimezone(zone).replace(minute=0, second=0, microsecond=0) - timedelta(hours=3)
+    moments = [
+        midnight - timedelta(minutes=1),
+        midnight,
+        midnight + timedelta(minutes=14),
+        hour - timedelta(seconds=1),
+        hour + timedelta(minutes=1),
+        hour + timedelta(minutes=59),
+    ]
+    for moment in moments:
+        await add_log(resources, owner, state=LegState.SENT, created_at=moment)
+
+    def local(moment: datetime, unit: str) -> datetime:
+        at = moment.astimezone(zone).replace(tzinfo=None, minute=0, second=0, microsecond=0)
+        return at.replace(hour=0) if unit == "day" else at
+
+    async with resources.sessionmaker() as session:
+        for span, unit in ((Span.DAYS, "day"), (Span.HOURS, "hour")):
+            for campaign in (owner.campaign_id, None):
+                chart = await timeline(
+                    session,
+                    workspace_id=owner.workspace_id,
+                    campaign_id=campaign,
+                    span=span,
+                    zone=zone,
+                    now=now,
+                )
+                expected: dict[int, int] = {}
+                for moment in moments:
+                    key = local(moment, unit)
+                    if key in chart.buckets:
+                        at = chart.buckets.index(key)
+                        expected[at] = expected.get(at, 0) + 1
+                assert nonzero(chart, "sent") == expected
+                assert len(expected) >= 2  # both sides of a start inside a UTC hour
