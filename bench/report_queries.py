@@ -6,11 +6,13 @@
 
 Creates a scratch PostgreSQL database migrated to head and drops it afterwards. Deliveries and
 comments are loaded as `bench.log_queries` loads them (90 days, 90 % in one busy workspace,
-one campaign with 40 % of its rows). Clicks go in through the app's own statement
-(`app.clicks.rollup.insert_clicks_sql`, the one the web's click recorder runs), fed by a
-`generate_series` in batches instead of the spool's arrays, so the kept counts are built the
-way production builds them. 1 click in 20 is a preview; a delivery gets ~1.2 clicks on
-average, and the 200,000 commenters come back across deliveries, so people < taps.
+one campaign with 40 % of its rows); the trigger on `dm_logs` keeps their counts
+(`delivery_counts`, `funnel_people`) from that very insert, as it does for every write.
+Clicks go in through the app's own statement (`app.clicks.rollup.insert_clicks_sql`, the one
+the web's click recorder runs), fed by a `generate_series` in batches instead of the spool's
+arrays, so the kept counts are built the way production builds them. 1 click in 20 is a
+preview; a delivery gets ~1.2 clicks on average, and the 200,000 commenters come back across
+deliveries, so people < taps.
 
 Then every statement behind the campaign page's link taps, the summary CSV, the overview and
 the funnel and charts is run with `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)` (the plan must
@@ -19,8 +21,9 @@ read our big tables through an index, never a Seq Scan) and timed `--repeat` tim
 failed on, since a shared machine's timings are not answers.
 
 It fails (exit 1) on wrong answers, and at full size on a bad plan: the counts the page shows
-for each campaign (and each button) must equal a recount of the raw `link_clicks` rows, and
-copying a batch a second time must change nothing. Prints one JSON document.
+for each campaign (and each button) must equal a recount of the raw `link_clicks` rows, the
+kept delivery counts a recount of `dm_logs` (`tests/support/kept_counts.py`), and copying a
+batch a second time must change nothing. Prints one JSON document.
 """
 
 from __future__ import annotations
@@ -51,9 +54,12 @@ from app.delivery_log.overview import load_overview
 from app.workspaces.time_zone import start_of_day
 from bench.log_queries import explain_and_time, load
 from tests.support.infra import TestDatabase
+from tests.support.kept_counts import kept_count_differences
 
 BIG_TABLES = (
     "dm_logs",
+    "delivery_counts",
+    "funnel_people",
     "comments",
     "link_clicks",
     "link_click_hours",
@@ -114,11 +120,14 @@ def load_clicks(url: str, clicks: int, salt: str = "click ") -> dict[str, Any]:
         # A settled database: autovacuum has been by (visibility map set, so counts that
         # an index covers are read from the index alone), statistics are current.
         conn.execute("VACUUM (ANALYZE) dm_logs, comments, link_clicks, link_click_hours, "
-                     "link_click_people, link_click_button_people")  # fmt: skip
+                     "link_click_people, link_click_button_people, delivery_counts, "
+                     "funnel_people")  # fmt: skip
         sizes = {
             "link_clicks": _scalar(conn, "SELECT count(*) FROM link_clicks"),
             "link_click_hours": _scalar(conn, "SELECT count(*) FROM link_click_hours"),
             "link_click_people": _scalar(conn, "SELECT count(*) FROM link_click_people"),
+            "delivery_counts": _scalar(conn, "SELECT count(*) FROM delivery_counts"),
+            "funnel_people": _scalar(conn, "SELECT count(*) FROM funnel_people"),
         }
     return {"seconds": round(time.perf_counter() - started, 1), "rows": sizes}
 
@@ -275,9 +284,9 @@ async def run(url: str, world: dict[str, Any], repeat: int) -> dict[str, Any]:
                 "per-campaign summary (deliveries + taps)",
                 campaign_summary.SUMMARY.bindparams(workspace_id=ws),
                 repeat,
-                # Every delivery of the workspace is counted (a download, not a page); the
-                # taps come from the kept counts.
-                whole=("dm_logs",),
+                # Every kept delivery count of the workspace is summed (a download, not a
+                # page), and so are its taps' kept counts.
+                whole=("delivery_counts",),
             )
         )
 
@@ -328,6 +337,7 @@ async def run(url: str, world: dict[str, Any], repeat: int) -> dict[str, Any]:
                         )
                     )
         wrong = await check_counts(engine, world["campaign_workspace"])
+        wrong += await kept_count_differences(engine)
     finally:
         await engine.dispose()
     return {"queries": results, "wrong": wrong}
