@@ -31,6 +31,14 @@ lifted: the cap measured is ours. Prints one JSON object:
   held). Targets are reported, never failed on. `sends_per_window`: private replies per
   window from the first comment on.
 
+`--public`: the campaign also posts a public reply under each comment, after its DM (the
+default), through its own hourly budget (`--public-cap` per window, default the private cap).
+The report adds `public`: replies posted and their states, the most in any window
+(`max_public_in_window`, must be ≤ `public_cap`), replies beyond one per comment
+(`duplicates`, must be 0), replies posted before their comment's DM (`before_dm`, must be 0),
+and `job_runs_per_send` (job executions per DM or public reply delivered). Every row's public
+leg must be final too.
+
 `--throttle`: the variant where Meta refuses for a while mid-run. From `--throttle-at` seconds
 after the first comment, for `--throttle-for` seconds, the sandbox allows only
 `--throttle-rate` sends a second and answers the rest code 4 with its usage headers; the
@@ -81,6 +89,13 @@ class Size:
     window_s: float
     rate: float
     workers: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Public:
+    """Public replies on, with their own cap per window."""
+
+    cap: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,26 +193,38 @@ class _RedisPeak(threading.Thread):
         return (self.peak - self.baseline) / 2**20
 
 
+_STATES = """
+SELECT pr_state, count(*) FILTER (WHERE pub_state IN ('PENDING', 'IN_FLIGHT')), count(*)
+FROM dm_logs GROUP BY 1
+"""
+
+
 def _wait_for_progress(database_url: str, total: int, size: Size) -> tuple[float, dict[str, int]]:
-    """Until every comment is in the ledger and every row is final; fails after STALL_S without
-    progress. Returns (epoch when the last comment reached the ledger, states)."""
+    """Until every comment is in the ledger and every row is final (both legs); fails after
+    STALL_S without progress. Returns (epoch when the last comment reached the ledger, the
+    private legs' states)."""
     ingested_at = 0.0
-    last, last_change = (-1, -1), time.monotonic()
+    last, last_change = (-1, -1, -1), time.monotonic()
     with psycopg.connect(database_url, autocommit=True) as conn:
         while True:
             (comments,) = conn.execute("SELECT count(*) FROM comments").fetchone() or (0,)
-            states: dict[str, int] = dict(
-                conn.execute("SELECT pr_state, count(*) FROM dm_logs GROUP BY 1").fetchall()
-            )
+            rows = conn.execute(_STATES).fetchall()
+            states: dict[str, int] = {state: n for state, _, n in rows}
+            public_open = sum(n for _, n, _ in rows)
             if comments >= total and not ingested_at:
                 row = conn.execute("SELECT extract(epoch FROM max(created_at)) FROM comments")
                 ingested_at = float((row.fetchone() or (0,))[0])
             open_rows = states.get("PENDING", 0) + states.get("IN_FLIGHT", 0)
-            if comments >= total and sum(states.values()) >= total and open_rows == 0:
+            settled = sum(states.values()) >= total and open_rows == public_open == 0
+            if comments >= total and settled:
                 return ingested_at, states
-            progress = (comments, sum(states.values()) - open_rows)
+            progress = (comments, sum(states.values()) - open_rows, public_open)
             if int(time.monotonic()) % 10 == 0:
-                print(f"burst: {comments} comments, {states}", file=sys.stderr, flush=True)
+                print(
+                    f"burst: {comments} comments, {states}, {public_open} public open",
+                    file=sys.stderr,
+                    flush=True,
+                )
             if progress != last:
                 last, last_change = progress, time.monotonic()
             elif time.monotonic() - last_change > STALL_S:
@@ -255,7 +282,9 @@ def sends_per_window(times: list[float], window_s: float, started: float) -> lis
     return [counts.get(k, 0) for k in range(max(counts, default=-1) + 1)]
 
 
-def run(size: Size, throttling: Throttling | None = None) -> dict[str, Any]:
+def run(
+    size: Size, throttling: Throttling | None = None, public: Public | None = None
+) -> dict[str, Any]:
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     database = TestDatabase.create()
     redis_db = TestRedis.reserve()
@@ -276,7 +305,8 @@ def run(size: Size, throttling: Throttling | None = None) -> dict[str, Any]:
             token = admin.mint_token(
                 ACCOUNT, age_seconds=2 * 86400, subscribe=["comments", "messages"]
             )["access_token"]
-            seed(database.url, token, env["ENCRYPTION_KEY"])
+            _, _, campaign = seed(database.url, token, env["ENCRYPTION_KEY"])
+            _with_public_reply(database.url, campaign, public)
             names = [f"surge.fan{i}" for i in range(size.comments)]
             _parallel(size.comments, 8, _AddFans(sandbox.base_url, names))
             app_env = {
@@ -284,6 +314,7 @@ def run(size: Size, throttling: Throttling | None = None) -> dict[str, Any]:
                 "PRIVATE_REPLIES_PER_HOUR": str(size.cap),
                 "PRIVATE_REPLY_WINDOW_S": str(size.window_s),
                 "QUEUE_NAME": QUEUE,
+                "PUBLIC_REPLIES_PER_HOUR": str(public.cap if public is not None else size.cap),
             }
             web = start_web(app_env, web_port, LOG_DIR)
             workers = [
@@ -319,30 +350,8 @@ def run(size: Size, throttling: Throttling | None = None) -> dict[str, Any]:
                 web.stop()
                 redis_mb = peak.stop() if peak.is_alive() else 0.0
             messages = [m for m in admin.messages(account=ACCOUNT) if m.get("comment_id")]
-        with psycopg.connect(database.url, autocommit=True) as conn:
-            throttle_seen = {
-                "refused_code_4": (
-                    conn.execute(
-                        "SELECT count(*) FROM delivery_attempts WHERE meta_code = 4"
-                    ).fetchone()
-                    or (0,)
-                )[0],
-                "pace_events": [
-                    {"at_s": round(float(at) - first_comment_at, 1), "kind": kind, "message": m}
-                    for at, kind, m in conn.execute(
-                        "SELECT extract(epoch FROM created_at), kind, message "
-                        "FROM operational_events WHERE source = 'pacer' ORDER BY id"
-                    ).fetchall()
-                ],
-            }
-            lag_max, lag_p99 = conn.execute(_INGEST_LAG).fetchone() or (None, None)
-            made_sent = [
-                (float(made), float(sent))
-                for made, sent in conn.execute(
-                    "SELECT extract(epoch FROM deadline_at), extract(epoch FROM pr_sent_at) "
-                    "FROM dm_logs WHERE pr_state = 'SENT'"
-                ).fetchall()
-            ]
+            replies = admin.replies(account=ACCOUNT) if public is not None else []
+        throttle_seen, lag, public_states, made_sent = _read_outcome(database.url, first_comment_at)
     finally:
         redis_db.release()
         database.drop()
@@ -358,12 +367,109 @@ def run(size: Size, throttling: Throttling | None = None) -> dict[str, Any]:
             counted=counted,
             redis_mb=redis_mb,
             seconds=time.monotonic() - started_run,
-            ingest_lag_s=(float(lag_max or 0.0), float(lag_p99 or 0.0)),
+            ingest_lag_s=lag,
         ),
     )
     if throttling is not None:
         result["throttle"] = {**dataclasses.asdict(throttling), **throttle_seen}
+    if public is not None:
+        result["public"] = _public_report(
+            size,
+            public=public,
+            result=result,
+            messages=messages,
+            replies=replies,
+            states=public_states,
+        )
+        result["ok"] = result["ok"] and result["public"]["ok"]
     return result
+
+
+def _read_outcome(
+    database_url: str, first_comment_at: float
+) -> tuple[dict[str, Any], tuple[float, float], dict[str, int], list[tuple[float, float]]]:
+    """What the database says once the run is over: the throttling seen, the ingest lag, the
+    public legs' states and each sent comment's (made, sent) times."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        throttle_seen = {
+            "refused_code_4": (
+                conn.execute(
+                    "SELECT count(*) FROM delivery_attempts WHERE meta_code = 4"
+                ).fetchone()
+                or (0,)
+            )[0],
+            "pace_events": [
+                {"at_s": round(float(at) - first_comment_at, 1), "kind": kind, "message": m}
+                for at, kind, m in conn.execute(
+                    "SELECT extract(epoch FROM created_at), kind, message "
+                    "FROM operational_events WHERE source = 'pacer' ORDER BY id"
+                ).fetchall()
+            ],
+        }
+        lag_max, lag_p99 = conn.execute(_INGEST_LAG).fetchone() or (None, None)
+        public_states: dict[str, int] = dict(
+            conn.execute(
+                "SELECT pub_state, count(*) FROM dm_logs WHERE pub_state IS NOT NULL GROUP BY 1"
+            ).fetchall()
+        )
+        made_sent = [
+            (float(made), float(sent))
+            for made, sent in conn.execute(
+                "SELECT extract(epoch FROM deadline_at), extract(epoch FROM pr_sent_at) "
+                "FROM dm_logs WHERE pr_state = 'SENT'"
+            ).fetchall()
+        ]
+    return throttle_seen, (float(lag_max or 0.0), float(lag_p99 or 0.0)), public_states, made_sent
+
+
+def _with_public_reply(database_url: str, campaign: int, public: Public | None) -> None:
+    if public is None:
+        return
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE campaigns SET public_reply_enabled = true, "
+            "public_replies = '{\"Thank you, sent you a DM!\"}' WHERE id = %s",
+            (campaign,),
+        )
+
+
+def _public_report(
+    size: Size,
+    *,
+    public: Public,
+    result: dict[str, Any],
+    messages: list[dict[str, Any]],
+    replies: list[dict[str, Any]],
+    states: dict[str, int],
+) -> dict[str, Any]:
+    """The public replies: how many, within their cap, once each, never before their DM."""
+    per_comment = Counter(r["comment_id"] for r in replies)
+    dm_at = {m["comment_id"]: float(m["time"]) for m in messages}
+    before_dm = sum(
+        1
+        for r in replies
+        if r["comment_id"] not in dm_at or float(r["time"]) < dm_at[r["comment_id"]]
+    )
+    posted = states.get("SENT", 0)
+    runs = sum(result["job_runs"].values())
+    open_legs = states.get("PENDING", 0) + states.get("IN_FLIGHT", 0)
+    report: dict[str, Any] = {
+        "public_cap": public.cap,
+        "posted": posted,
+        "states": states,
+        "max_public_in_window": max_in_window([float(r["time"]) for r in replies], size.window_s),
+        "duplicates": sum(n - 1 for n in per_comment.values() if n > 1),
+        "before_dm": before_dm,
+        "job_runs_per_send": round(runs / max(result["delivered"] + posted, 1), 3),
+    }
+    report["ok"] = (
+        open_legs == 0
+        and report["duplicates"] == 0
+        and before_dm == 0
+        and report["max_public_in_window"] <= public.cap
+        and posted <= len(per_comment)
+    )
+    return report
 
 
 @dataclasses.dataclass(frozen=True)
@@ -481,6 +587,8 @@ def main() -> int:
     parser.add_argument("--throttle-at", type=float, default=60.0, help="seconds in")
     parser.add_argument("--throttle-for", type=float, default=30.0, help="seconds long")
     parser.add_argument("--throttle-rate", type=int, default=5, help="sends a second allowed")
+    parser.add_argument("--public", action="store_true", help="a public reply under each comment")
+    parser.add_argument("--public-cap", type=int, help="public replies per window (default --cap)")
     parser.add_argument("--worker-process", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker_process:
@@ -505,7 +613,8 @@ def main() -> int:
         if args.throttle
         else None
     )
-    result = run(size, throttling)
+    public = Public(args.public_cap or size.cap) if args.public else None
+    result = run(size, throttling, public)
     print(json.dumps(result, indent=2, default=str))
     return 0 if result["ok"] else 1
 
