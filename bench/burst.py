@@ -193,8 +193,14 @@ class _RedisPeak(threading.Thread):
         return (self.peak - self.baseline) / 2**20
 
 
+# The fans' comments, not the account's own public replies under them (also in the ledger).
+_FANS_COMMENTS = "SELECT count(*) FROM comments WHERE parent_id IS NULL"
+# Each private leg's state, and the public legs still to post (one waiting for a DM that was
+# not SENT waits for it, as the campaign asks, and is not counted).
 _STATES = """
-SELECT pr_state, count(*) FILTER (WHERE pub_state IN ('PENDING', 'IN_FLIGHT')), count(*)
+SELECT pr_state,
+       count(*) FILTER (WHERE pub_state IN ('PENDING', 'IN_FLIGHT') AND pr_state = 'SENT'),
+       count(*)
 FROM dm_logs GROUP BY 1
 """
 
@@ -207,12 +213,15 @@ def _wait_for_progress(database_url: str, total: int, size: Size) -> tuple[float
     last, last_change = (-1, -1, -1), time.monotonic()
     with psycopg.connect(database_url, autocommit=True) as conn:
         while True:
-            (comments,) = conn.execute("SELECT count(*) FROM comments").fetchone() or (0,)
+            (comments,) = conn.execute(_FANS_COMMENTS).fetchone() or (0,)
             rows = conn.execute(_STATES).fetchall()
             states: dict[str, int] = {state: n for state, _, n in rows}
             public_open = sum(n for _, n, _ in rows)
             if comments >= total and not ingested_at:
-                row = conn.execute("SELECT extract(epoch FROM max(created_at)) FROM comments")
+                row = conn.execute(
+                    "SELECT extract(epoch FROM max(created_at)) FROM comments "
+                    "WHERE parent_id IS NULL"
+                )
                 ingested_at = float((row.fetchone() or (0,))[0])
             open_rows = states.get("PENDING", 0) + states.get("IN_FLIGHT", 0)
             settled = sum(states.values()) >= total and open_rows == public_open == 0
@@ -379,7 +388,8 @@ def run(
             result=result,
             messages=messages,
             replies=replies,
-            states=public_states,
+            states=public_states[0],
+            held_for_dm=public_states[1],
         )
         result["ok"] = result["ok"] and result["public"]["ok"]
     return result
@@ -387,9 +397,12 @@ def run(
 
 def _read_outcome(
     database_url: str, first_comment_at: float
-) -> tuple[dict[str, Any], tuple[float, float], dict[str, int], list[tuple[float, float]]]:
+) -> tuple[
+    dict[str, Any], tuple[float, float], tuple[dict[str, int], int], list[tuple[float, float]]
+]:
     """What the database says once the run is over: the throttling seen, the ingest lag, the
-    public legs' states and each sent comment's (made, sent) times."""
+    public legs' states (and how many wait for a DM not SENT) and each sent comment's (made,
+    sent) times."""
     with psycopg.connect(database_url, autocommit=True) as conn:
         throttle_seen = {
             "refused_code_4": (
@@ -412,6 +425,9 @@ def _read_outcome(
                 "SELECT pub_state, count(*) FROM dm_logs WHERE pub_state IS NOT NULL GROUP BY 1"
             ).fetchall()
         )
+        (held_for_dm,) = conn.execute(
+            "SELECT count(*) FROM dm_logs WHERE pub_state = 'PENDING' AND pr_state <> 'SENT'"
+        ).fetchone() or (0,)
         made_sent = [
             (float(made), float(sent))
             for made, sent in conn.execute(
@@ -419,7 +435,8 @@ def _read_outcome(
                 "FROM dm_logs WHERE pr_state = 'SENT'"
             ).fetchall()
         ]
-    return throttle_seen, (float(lag_max or 0.0), float(lag_p99 or 0.0)), public_states, made_sent
+    lag = (float(lag_max or 0.0), float(lag_p99 or 0.0))
+    return throttle_seen, lag, (public_states, int(held_for_dm)), made_sent
 
 
 def _with_public_reply(database_url: str, campaign: int, public: Public | None) -> None:
@@ -441,6 +458,7 @@ def _public_report(
     messages: list[dict[str, Any]],
     replies: list[dict[str, Any]],
     states: dict[str, int],
+    held_for_dm: int,
 ) -> dict[str, Any]:
     """The public replies: how many, within their cap, once each, never before their DM."""
     per_comment = Counter(r["comment_id"] for r in replies)
@@ -452,11 +470,13 @@ def _public_report(
     )
     posted = states.get("SENT", 0)
     runs = sum(result["job_runs"].values())
-    open_legs = states.get("PENDING", 0) + states.get("IN_FLIGHT", 0)
+    # A reply waiting for a DM that was not SENT (UNCONFIRMED) is not posted, by design.
+    open_legs = states.get("IN_FLIGHT", 0) + states.get("PENDING", 0) - held_for_dm
     report: dict[str, Any] = {
         "public_cap": public.cap,
         "posted": posted,
         "states": states,
+        "held_for_dm": held_for_dm,
         "max_public_in_window": max_in_window([float(r["time"]) for r in replies], size.window_s),
         "duplicates": sum(n - 1 for n in per_comment.values() if n > 1),
         "before_dm": before_dm,
@@ -490,12 +510,13 @@ class Observed:
 _INGEST_LAG = """
 SELECT max(lag), percentile_cont(0.99) WITHIN GROUP (ORDER BY lag)
 FROM (SELECT extract(epoch FROM c.created_at - w.received_at) AS lag
-      FROM comments c JOIN webhook_events w ON w.id = c.webhook_event_id) lags
+      FROM comments c JOIN webhook_events w ON w.id = c.webhook_event_id
+      WHERE c.parent_id IS NULL) lags
 """
 
 
 def _report(size: Size, seen: Observed) -> dict[str, Any]:
-    from app.delivery.send.pacer import batch_size
+    from app.delivery.send.budget import batch_size
 
     states, counted, messages = seen.states, seen.counted, seen.messages
     runs: Counter[str] = Counter()

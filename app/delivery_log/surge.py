@@ -1,6 +1,7 @@
 """A surge as the creator sees it: per account, the comments waiting for their private reply,
 what the hourly limit allows and how it is being used, when the backlog will be through, and
-how many comments will miss Instagram's 7-day window at this pace.
+how many comments will miss Instagram's 7-day window at this pace; and, counted apart, the
+public replies waiting for their own hourly limit.
 
 Waiting rows and their deadlines come from PostgreSQL; the slots used in the current window
 and the account's pace (slowed or paused by Meta) from Redis (`app.delivery.send`). The
@@ -16,17 +17,23 @@ from redis.exceptions import RedisError
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.delivery.send.budget_history import account_budget
+from app.delivery.send.budget_history import account_budget, public_reply_budget
 from app.delivery.send.throttle import NORMAL, PAUSED, Pace, Throttle
 from app.resources import Resources
 
+# Comments waiting for their private reply, and public replies waiting for their own hourly
+# limit (`app.delivery.send.public_pacer`), counted apart.
 _WAITING = text(
     """
-SELECT a.id, a.username, count(*) AS waiting
+SELECT a.id, a.username,
+       count(*) FILTER (WHERE d.trigger_kind = 'comment' AND d.pr_state = 'PENDING') AS waiting,
+       count(*) FILTER (WHERE d.pub_state = 'PENDING' AND d.pub_queued_at IS NOT NULL)
+           AS public_waiting
 FROM dm_logs d JOIN instagram_accounts a ON a.id = d.account_id
 WHERE a.workspace_id = :workspace_id
   AND (CAST(:account_id AS bigint) IS NULL OR a.id = CAST(:account_id AS bigint))
-  AND d.trigger_kind = 'comment' AND d.pr_state = 'PENDING'
+  AND ((d.trigger_kind = 'comment' AND d.pr_state = 'PENDING')
+       OR (d.pub_state = 'PENDING' AND d.pub_queued_at IS NOT NULL))
 GROUP BY a.id, a.username
 ORDER BY a.username
 """
@@ -54,6 +61,10 @@ class Surge:
     window_s: float
     pace: Pace
     will_miss: int
+    # Public replies waiting for their own hourly limit, and how it is used.
+    public_waiting: int = 0
+    public_sent_in_window: int | None = None
+    public_cap: int = 0
 
     @property
     def per_window(self) -> int:
@@ -90,15 +101,18 @@ async def load_surges(
     if not rows:
         return []
     budget = account_budget(resources)
+    public = public_reply_budget(resources)
     throttle = Throttle(resources.redis, window_s=budget.window_s)
     surges = []
     for row in rows:
         used: int | None
+        public_used: int | None
         try:
             used = await budget.used(row.id)
+            public_used = await public.used(row.id)
             pace = await throttle.current(row.id)
         except (RedisError, OSError):
-            used, pace = None, Pace(NORMAL, 1.0, 0.0)
+            used, public_used, pace = None, None, Pace(NORMAL, 1.0, 0.0)
         # Paused: the usual pace once the pause is over; slowed: its share of it.
         paused = pace.mode == PAUSED
         slot_s = budget.window_s / (budget.limit * (1.0 if paused else max(pace.share, 0.01)))
@@ -120,6 +134,9 @@ async def load_surges(
                 window_s=budget.window_s,
                 pace=pace,
                 will_miss=int(missed.scalar() or 0),
+                public_waiting=int(row.public_waiting),
+                public_sent_in_window=public_used,
+                public_cap=public.limit,
             )
         )
     return surges

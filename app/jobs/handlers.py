@@ -51,19 +51,32 @@ async def outbox_relay(ctx: dict[str, Any]) -> dict[str, int]:
 
 
 async def _deliver(
-    ctx: dict[str, Any], dm_log_id: int, kind: TriggerKind, grant: int | None = None
+    ctx: dict[str, Any],
+    dm_log_id: int,
+    kind: TriggerKind,
+    grant: int | None = None,
+    public_grant: int | None = None,
 ) -> dict[str, object]:
     runtime = runtime_of(ctx)
     report = await deliver(
-        runtime.resources, worker_id=runtime.worker_id, dm_log_id=dm_log_id, kind=kind, grant=grant
+        runtime.resources,
+        worker_id=runtime.worker_id,
+        dm_log_id=dm_log_id,
+        kind=kind,
+        grant=grant,
+        public_grant=public_grant,
     )
     return report.as_dict()
 
 
 async def process_comment(
-    ctx: dict[str, Any], *, dm_log_id: int, grant: int | None = None
+    ctx: dict[str, Any],
+    *,
+    dm_log_id: int,
+    grant: int | None = None,
+    public_grant: int | None = None,
 ) -> dict[str, object]:
-    return await _deliver(ctx, dm_log_id, TriggerKind.COMMENT, grant)
+    return await _deliver(ctx, dm_log_id, TriggerKind.COMMENT, grant, public_grant)
 
 
 async def pace_account(ctx: dict[str, Any], *, account_id: int) -> dict[str, object]:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import text
 
 from app.db.models import LegState
 from app.resources import Resources
@@ -68,3 +69,29 @@ async def test_a_backlog_shows_its_pace_its_end_and_what_will_miss_the_window(
 async def test_no_backlog_no_surge(resources: Resources, owner: Creator) -> None:
     await add_logs(resources, [log_values(owner, state=LegState.SENT)])
     assert "waiting for their DM" not in (await owner.client.get("/", headers=HTML)).text
+
+
+async def test_public_replies_waiting_for_their_limit_are_counted_apart(
+    resources: Resources, owner: Creator
+) -> None:
+    now = datetime.now(UTC)
+    waiting_dm = [log_values(owner, state=LegState.PENDING) for _ in range(3)]
+    # DMs sent, their public replies left to the pacer for the public replies' hourly limit.
+    waiting_public = [
+        log_values(owner, state=LegState.SENT, pub_state=LegState.PENDING, pub_queued_at=now)
+        for _ in range(5)
+    ]
+    await add_logs(resources, waiting_dm + waiting_public)
+    overview = (await owner.client.get("/", headers=HTML)).text
+    assert "3 comments waiting for their DM" in overview
+    assert _field(overview, "public-waiting").startswith("5, posted after the DMs")
+    assert "of 750 public replies per hour" in _field(overview, "public-waiting")
+
+    # Only public replies waiting: the account's card says so.
+    async with resources.sessionmaker() as session, session.begin():
+        await session.execute(
+            text("UPDATE dm_logs SET pr_state = 'SENT' WHERE pr_state = 'PENDING'")
+        )
+    page = await owner.client.get(f"/accounts/{owner.account_id}", headers=HTML)
+    assert "5 public replies waiting" in page.text
+    assert "waiting for their DM" not in page.text

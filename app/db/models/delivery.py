@@ -179,6 +179,14 @@ class DmLog(Base):
             "id",
             postgresql_where=text("trigger_kind = 'comment' AND pr_state = 'PENDING'"),
         ),
+        # Its public replies left to the pacer, likewise.
+        Index(
+            "ix_dm_logs_pub_paced",
+            "account_id",
+            "deadline_at",
+            "id",
+            postgresql_where=text("pub_state = 'PENDING' AND pub_queued_at IS NOT NULL"),
+        ),
         # A campaign's link DMs sent (the click-through rate's whole), counted from the
         # index alone however many deliveries the campaign has.
         Index(
@@ -258,6 +266,11 @@ class DmLog(Base):
     pub_state: Mapped[LegState | None] = mapped_column(str_enum(LegState, "pub_leg_state"))
     pub_attempts: Mapped[int] = mapped_column(SmallInteger, default=0, server_default="0")
     pub_next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # When the public leg was left to the account's pacer for a slot of the public replies'
+    # budget, and when the pacer granted it one; both cleared by the claim. See
+    # `app.delivery.send.public_pacer`.
+    pub_queued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    pub_granted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pub_claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pub_claimed_by: Mapped[str | None] = mapped_column(String(100))
     # The public leg's request note, as `pr_requested_at` is the private leg's.

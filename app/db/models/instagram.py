@@ -51,6 +51,8 @@ class InstagramAccount(Base):
     # Set while the hourly private-reply budget is full and comments wait for it: the account's
     # pacer then hands out every private reply (`app.delivery.send.pacer`).
     pr_backlog_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Likewise for its public replies' own budget (`app.delivery.send.public_pacer`).
+    pub_backlog_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     status_reason: Mapped[str | None] = mapped_column(Text)
     last_reconciled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     connected_at: Mapped[CreatedAt]

@@ -239,7 +239,9 @@ WHERE a.status = 'active'
   AND ((d.pr_state = 'PENDING'
         AND COALESCE(d.pr_next_attempt_at, d.created_at) <= now() - make_interval(secs => :grace))
     OR (d.pub_state = 'PENDING'
-        AND COALESCE(d.pub_next_attempt_at, d.created_at) <= now() - make_interval(secs => :grace)))
+        AND COALESCE(d.pub_next_attempt_at, d.created_at) <= now() - make_interval(secs => :grace)
+        -- A public reply waiting for the public replies' budget is the pacer's too.
+        AND NOT (d.pub_queued_at IS NOT NULL AND a.pub_backlog_since IS NOT NULL)))
   -- A comment waiting for the budget of an account with a backlog is its pacer's.
   AND NOT (d.trigger_kind = 'comment' AND d.pr_state = 'PENDING'
            AND a.pr_backlog_since IS NOT NULL)
@@ -250,7 +252,8 @@ LIMIT :limit
 
 
 _PACED = text(
-    "SELECT id FROM instagram_accounts WHERE pr_backlog_since IS NOT NULL AND status = 'active'"
+    "SELECT id FROM instagram_accounts WHERE status = 'active' "
+    "AND (pr_backlog_since IS NOT NULL OR pub_backlog_since IS NOT NULL)"
 )
 
 

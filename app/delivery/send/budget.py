@@ -47,6 +47,10 @@ PUBLIC = "pub"
 # The account's pace (`throttle`): while its mode is "paused", no slot is taken.
 PACE_KEY = "oncereply:pr-pace:{account_id}"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# A granted slot whose job has not claimed its row by then lost its job: it is granted again.
+GRANT_TTL_S = 120.0
+# The most rows one pacer run grants (the budget's limit may be set far above Meta's 750).
+MAX_GRANTS = 1000
 _MICROSECOND = timedelta(microseconds=1)
 
 # Every script: KEYS[1] the sorted set, KEYS[2] the built marker, KEYS[3] the pace; ARGV[1]
@@ -217,6 +221,11 @@ class Availability:
     free: int
     next_free_s: float  # 0 when `free` > 0
     batch_free_s: float  # until the batch asked for is free; 0 likewise
+
+
+def batch_size(limit: int) -> int:
+    """How many free slots wake a pacer again: a fiftieth of the cap (15 of Meta's 750)."""
+    return max(1, limit // 50)
 
 
 def grant_stamp(granted_at: datetime) -> int:

@@ -60,7 +60,8 @@ def account_budget(resources: Resources) -> HourlyBudget:
     )
 
 
-# A public reply Meta may have counted: in flight, posted, or ambiguous.
+# A public reply Meta may have counted: in flight, posted, or ambiguous; and a public reply
+# the pacer granted a slot that has not been claimed yet.
 _PUBLIC_HISTORY = text(
     """
 SELECT 'a:' || t.id AS member,
@@ -70,6 +71,13 @@ FROM delivery_attempts t JOIN dm_logs d ON d.id = t.dm_log_id
 WHERE d.account_id = :account_id AND t.leg = 'public_reply'
   AND (t.classification IS NULL OR t.classification IN ('sent', 'ambiguous'))
   AND COALESCE(t.finished_at, now()) > now() - make_interval(secs => :window)
+UNION ALL
+SELECT 'g:' || d.id || ':'
+           || CAST(EXTRACT(EPOCH FROM d.pub_granted_at) * 1000000 AS bigint) AS member,
+       CAST(EXTRACT(EPOCH FROM now() - d.pub_granted_at) * 1000 AS bigint) AS age
+FROM dm_logs d
+WHERE d.account_id = :account_id AND d.pub_state = 'PENDING'
+  AND d.pub_granted_at > now() - make_interval(secs => :window)
 """
 )
 

@@ -119,6 +119,7 @@ SELECT d.id, d.workspace_id, d.account_id, d.campaign_id, d.trigger_kind, d.trig
                  AND c.once_per_person
             THEN {REVEALED_ELSEWHERE} ELSE false END AS revealed_elsewhere,
        d.pr_granted_at, a.pr_backlog_since IS NOT NULL AS account_backlog,
+       d.pub_granted_at, a.pub_backlog_since IS NOT NULL AS public_backlog,
        COALESCE(c.name, '') AS campaign_name,
        COALESCE(c.utm_enabled, false) AS utm_enabled,
        c.dm_image_url, COALESCE(c.card_enabled, false) AS card_enabled,
@@ -288,6 +289,8 @@ WITH leg AS (
         pub_claimed_by = :worker,
         pub_requested_at = NULL,
         pub_next_attempt_at = NULL,
+        pub_queued_at = NULL,
+        pub_granted_at = NULL,
         pub_text = :text,
         updated_at = now()
     FROM instagram_accounts a

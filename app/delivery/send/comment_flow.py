@@ -13,7 +13,9 @@ The load and checks are `dispatch`'s (`steps.open_run`); `CommentFlow` does the 
 
 The private leg always goes first, so a public reply never delays a DM, and public replies
 have an hourly budget of their own (`PUBLIC_REPLIES_PER_HOUR`), so they never take a DM's
-slot: with theirs full, the public leg waits with a job of its own. A public reply that says a
+slot: with theirs full, the public leg is left to the account's pacer and holds no job
+(`public_pacer`), which later gives it a job of its own carrying its slot. A public reply that
+says a
 DM was sent is posted only once the DM is SENT (the campaign's `public_reply_after_dm`, on by
 default): if it is not SENT in this run, the public leg waits (`recording.hold_public`) until a
 run that sends the DM (a retry) or the inbox check that confirms it makes it due. A reply that
@@ -47,11 +49,19 @@ from app.db.models import Leg, LegState, PersonClaim
 from app.delivery.content import compose, follow_gate
 from app.delivery.content.compose import Content
 from app.delivery.send import claims, recording
-from app.delivery.send.budget import BudgetFull, HourlyBudget, Slot, grant_member, grant_stamp
+from app.delivery.send.budget import (
+    GRANT_TTL_S,
+    BudgetFull,
+    HourlyBudget,
+    Slot,
+    grant_member,
+    grant_stamp,
+)
 from app.delivery.send.budget_history import account_budget, public_reply_budget
 from app.delivery.send.legs import AccountUnable, Claim, Delivery, LegUpdate
 from app.delivery.send.outcomes import call_report
-from app.delivery.send.pacer import GRANT_TTL_S, MISSED_REASON, queue_for_budget
+from app.delivery.send.pacer import MISSED_REASON, queue_for_budget
+from app.delivery.send.public_pacer import queue_public
 from app.delivery.send.quota import usage_month
 from app.delivery.send.scheduling import kick_pacer
 from app.delivery.send.steps import (
@@ -75,7 +85,10 @@ BACKLOG_SKIP_REASON = (
     "skipped: DMs were waiting for Instagram's hourly limit, and this campaign skips its "
     "public reply then"
 )
-PUBLIC_WAIT_REASON = "waiting: the account's public replies reached their hourly limit"
+PUBLIC_REDIS_REASON = (
+    "waiting: the public replies' hourly limit could not be checked (Redis did not answer); "
+    "tried again in a minute"
+)
 
 
 class CommentFlow:
@@ -222,23 +235,37 @@ async def _public_leg(run: Run) -> bool:
 
 
 async def _public_slot(conn: AsyncConnection, run: Run, budget: HourlyBudget) -> Slot | None:
-    """A slot of the public replies' budget, or the leg postponed (with a job of its own) to
-    when one frees: spread over the next window, so the waiting replies do not all wake at
-    once for the one slot."""
+    """A slot of the public replies' budget: the pacer's grant this job carries, else one of
+    its own while none of the account's public replies wait for a slot; else the leg is left
+    to the account's pacer, holding no job (`public_pacer`)."""
     delivery = run.delivery
+    granted_at = delivery.pub_granted_at
+    taken: Slot | BudgetFull | None = None
     try:
-        taken = await budget.reserve(delivery.account_id, tag=f"p{delivery.id}")
+        if granted_at is not None and granted_at > run.now - timedelta(seconds=GRANT_TTL_S):
+            if run.public_grant != grant_stamp(granted_at):
+                # The pacer granted the leg to another job, which posts it.
+                run.report.public = "granted to the pacer's job"
+                return None
+            granted = Slot(delivery.account_id, grant_member(delivery.id, granted_at))
+            taken = await budget.confirm(granted)
+            if isinstance(taken, BudgetFull):
+                # Paused since the grant, or its slot aged out: the leg waits for the pacer.
+                await budget.release(granted)
+        elif not delivery.public_backlog:
+            taken = await budget.reserve(delivery.account_id, tag=f"p{delivery.id}")
     except (RedisError, OSError):
-        wait, reason = REDIS_WAIT, "waiting: the hourly budget (Redis) is unavailable"
-    else:
-        if not isinstance(taken, BudgetFull):
-            return taken
-        # Variety, not secrecy: any generator will do for the spread.
-        spread = random.uniform(0.0, budget.window_s)  # noqa: S311
-        wait, reason = timedelta(seconds=taken.wait_s + spread), PUBLIC_WAIT_REASON
-    until = run.now + wait
-    await recording.postpone(conn, delivery.id, until, reason, private=False)
-    run.next_due.append(until)
+        until = run.now + REDIS_WAIT
+        await recording.postpone(conn, delivery.id, until, PUBLIC_REDIS_REASON, private=False)
+        run.next_due.append(until)
+        run.report.public = "waiting for the public-reply budget"
+        return None
+    if isinstance(taken, Slot):
+        return taken
+    await queue_public(conn, delivery.id)
+    if isinstance(taken, BudgetFull):
+        # The replies already waiting have the pacer's runs; this one found the budget full.
+        await kick_pacer(run.resources.queue, [delivery.account_id], at=time.time() + taken.wait_s)
     run.report.public = "waiting for the public-reply budget"
     return None
 

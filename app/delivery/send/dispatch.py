@@ -46,16 +46,22 @@ async def deliver(
     dm_log_id: int,
     kind: TriggerKind | None = None,
     grant: int | None = None,
+    public_grant: int | None = None,
 ) -> Report:
     """Deliver the row's due legs. `kind` is the kind the job's name stands for; the row's own
     trigger kind decides the flow, so it is not used. `grant` is the budget slot the account's
-    pacer gave the row, when the pacer enqueued this job."""
+    pacer gave the row's private reply, `public_grant` its public reply's (such a job posts
+    the public reply alone), when the pacer enqueued this job."""
     report = Report()
     async with autocommit(resources.engine) as conn:
         run = await open_run(conn, resources, report, worker_id=worker_id, dm_log_id=dm_log_id)
         if run is None:
             return report
         run.grant = grant
+        run.public_grant = public_grant
+        if public_grant is not None:
+            # The private reply has jobs of its own (or its pacer).
+            run.pr_due = False
         flow: Flow = CommentFlow(run) if run.is_comment else DmFlow(run)
         go_on = await flow.start(conn)
         if run.report.private == NOT_CLAIMED:

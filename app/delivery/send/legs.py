@@ -83,6 +83,10 @@ class Delivery:
     # the account's private replies wait for its pacer (`app.delivery.send.pacer`).
     pr_granted_at: datetime | None = None
     account_backlog: bool = False
+    # Likewise for the public reply and the public replies' own budget
+    # (`app.delivery.send.public_pacer`).
+    pub_granted_at: datetime | None = None
+    public_backlog: bool = False
     # Tracked links: the campaign's name goes into utm_campaign when its UTM switch is on.
     campaign_name: str = ""
     utm_enabled: bool = False

@@ -14,7 +14,9 @@ any job that meets such a row leave it to the account's pacer (`pace_account`, o
 3. enqueues one delivery job per granted row, and nothing for the others;
 4. when the budget is full, settles the rows whose 7-day window closes before the next slot
    frees as SKIPPED_WINDOW_EXPIRED — they can no longer make it;
-5. runs again when a batch of slots (`batch_size`) will be free, or, with nothing left
+5. hands out the public replies' own budget likewise (`public_pacer.pace_public`), after
+   the private replies;
+6. runs again when a batch of slots (`batch_size`) will be free, or, with nothing left
    waiting, clears the account's backlog mark.
 
 It follows the account's pace (`throttle`): slowed, it hands out a share of the usual rate;
@@ -39,8 +41,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.engine import autocommit
 from app.db.models import EventLevel
-from app.delivery.send.budget import grant_member, grant_stamp
+from app.delivery.send.budget import (
+    GRANT_TTL_S,
+    MAX_GRANTS,
+    batch_size,
+    grant_member,
+    grant_stamp,
+)
 from app.delivery.send.budget_history import account_budget
+from app.delivery.send.public_pacer import pace_public
 from app.delivery.send.scheduling import enqueue_granted, kick_pacer
 from app.delivery.send.throttle import NORMAL, PAUSED, SLOWED, Pace, Throttle
 from app.operations.events import record_event
@@ -48,10 +57,6 @@ from app.resources import Resources
 
 logger = logging.getLogger("oncereply.delivery")
 
-# A granted row whose job has not claimed it by then lost its job: it is granted again.
-GRANT_TTL_S = 120.0
-# The most rows one run grants (the budget's limit may be set far above Meta's 750).
-MAX_GRANTS = 1000
 MISSED_REASON = "the 7-day reply window closes before the hourly budget has a slot for it"
 WAITING_REASON = "waiting for a slot in the account's hourly private-reply budget"
 
@@ -64,7 +69,8 @@ _WAITING = """d.account_id = :account_id AND d.trigger_kind = 'comment'
 _ACCOUNT = text(
     """
 SELECT a.workspace_id, (a.status = 'active' OR (a.status = 'paused'
-        AND a.paused_until IS NOT NULL AND a.paused_until <= now())) AS can_send
+        AND a.paused_until IS NOT NULL AND a.paused_until <= now())) AS can_send,
+       a.pr_backlog_since IS NOT NULL AS backlog
 FROM instagram_accounts a WHERE a.id = :account_id
 """
 )
@@ -121,14 +127,10 @@ FROM leg WHERE a.id = leg.account_id AND a.pr_backlog_since IS NULL
 )
 
 
-def batch_size(limit: int) -> int:
-    """How many free slots wake the pacer again: a fiftieth of the cap (15 of Meta's 750)."""
-    return max(1, limit // 50)
-
-
 @dataclass(slots=True)
 class PaceReport:
     granted: int = 0
+    public_granted: int = 0
     missed: int = 0
     next_run_in_s: float | None = None
     pace: str = NORMAL
@@ -138,6 +140,7 @@ class PaceReport:
         return {
             "pace": self.pace,
             "granted": self.granted,
+            "public_granted": self.public_granted,
             "missed": self.missed,
             "next_run_in_s": self.next_run_in_s,
             "note": self.note,
@@ -186,7 +189,8 @@ async def pace_account(resources: Resources, account_id: int) -> PaceReport:
         next_free_s, batch_free_s = free.next_free_s, free.batch_free_s
         # Slowed: a share of the usual rate, `share × batch` slots every `step_s`.
         step_s = budget.window_s * batch / budget.limit
-        want = min(free.free, MAX_GRANTS)
+        # Without a backlog (a run for the public replies alone) the rows have jobs of their own.
+        want = min(free.free, MAX_GRANTS) if account.backlog else 0
         if pace.share < 1:
             want = min(want, max(1, int(pace.share * batch)))
         if want > 0:
@@ -218,11 +222,18 @@ async def pace_account(resources: Resources, account_id: int) -> PaceReport:
                     account_id,
                     report.missed,
                 )
-        if not (await conn.execute(_ANY_WAITING, params)).scalar():
+        # The public replies after the private ones, from a budget of their own.
+        public = await pace_public(resources, conn, account_id, pace)
+        report.public_granted = public.granted
+        if not account.backlog or not (await conn.execute(_ANY_WAITING, params)).scalar():
             await conn.execute(_CLEAR_BACKLOG, params)
             report.note = "nothing left waiting"
-            return report
+            if public.next_run_in_s is None:
+                return report
+            return await _again(resources, report, account_id, public.next_run_in_s)
     wait_s = max(next_free_s, step_s if pace.mode == SLOWED else batch_free_s)
+    if public.next_run_in_s is not None:
+        wait_s = min(wait_s, public.next_run_in_s)
     return await _again(resources, report, account_id, wait_s)
 
 

@@ -253,6 +253,8 @@ UPDATE dm_logs SET
                        ELSE pr_error_message END,
     pub_next_attempt_at = CASE WHEN :pub AND pub_state = 'PENDING' THEN :until
                           ELSE pub_next_attempt_at END,
+    pub_error_message = CASE WHEN :pub AND pub_state = 'PENDING' THEN :reason
+                        ELSE pub_error_message END,
     updated_at = now()
 WHERE id = :id AND ((:pr AND pr_state = 'PENDING') OR (:pub AND pub_state = 'PENDING'))
 """
@@ -299,7 +301,8 @@ async def postpone(
     private: bool = True,
     public: bool = True,
 ) -> None:
-    """Keep PENDING legs waiting until `until` (a full budget, a paused account…)."""
+    """Keep PENDING legs waiting until `until` (a paused account, Redis away…), each saying
+    why in `reason`, in the creator's words."""
     await conn.execute(
         _POSTPONE,
         {"id": dm_log_id, "until": until, "reason": reason, "pr": private, "pub": public},

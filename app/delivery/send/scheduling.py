@@ -14,7 +14,9 @@ for any row.
 
 A comment waiting for the hourly private-reply budget holds no job: its account's pacer
 (`pace_account`, keyed `pace:<account id>`, `kick_pacer`) hands the free slots out and
-enqueues one job per slot (`enqueue_granted`, keyed `deliver:<id>:g<grant>`).
+enqueues one job per slot (`enqueue_granted`, keyed `deliver:<id>:g<grant>`); a public reply
+waiting for the public replies' budget likewise (`enqueue_public_granted`,
+`deliver:<id>:p<grant>`).
 """
 
 from __future__ import annotations
@@ -108,6 +110,16 @@ async def enqueue_granted(queue: Queue, grants: Sequence[tuple[int, int]]) -> in
     """One `process_comment` job per row the pacer granted a slot: (row id, grant)."""
     jobs = [
         (f"deliver:{log_id}:g{grant}", {"dm_log_id": log_id, "grant": grant})
+        for log_id, grant in grants
+    ]
+    return await enqueue_many(queue, JobName.PROCESS_COMMENT, jobs) if jobs else 0
+
+
+async def enqueue_public_granted(queue: Queue, grants: Sequence[tuple[int, int]]) -> int:
+    """One `process_comment` job per public reply the pacer granted a slot of the public
+    replies' budget: (row id, grant)."""
+    jobs = [
+        (f"deliver:{log_id}:p{grant}", {"dm_log_id": log_id, "public_grant": grant})
         for log_id, grant in grants
     ]
     return await enqueue_many(queue, JobName.PROCESS_COMMENT, jobs) if jobs else 0

@@ -108,6 +108,8 @@ class Run:
     pub_due: bool = False
     # The pacer's grant this job carries (`budget.grant_stamp`), if it was enqueued by one.
     grant: int | None = None
+    # Its public reply's grant (`public_pacer`): the job then posts the public reply alone.
+    public_grant: int | None = None
 
     @property
     def is_comment(self) -> bool:

@@ -1,18 +1,30 @@
 """Public replies never take a DM's place: the private reply goes first in a job, public
-replies have an hourly budget of their own, and a campaign may skip its public reply while
-the account's DMs wait for the hourly limit. Against the sandbox."""
+replies have an hourly budget of their own, whose waiting replies hold no job each (the
+account's pacer hands its slots out, oldest first), and a campaign may skip its public reply
+while the account's DMs wait for the hourly limit. Against the sandbox."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from datetime import UTC, datetime
+import time
+from pathlib import Path
 
+from sqlalchemy import text
+
+from app.db.engine import autocommit
 from app.db.models import LegState
+from app.delivery.recovery import sweeps
+from app.delivery.send.budget import Slot, grant_stamp
 from app.delivery.send.budget_history import account_budget, public_reply_budget
 from app.delivery.send.comment_flow import BACKLOG_SKIP_REASON
 from app.delivery.send.dispatch import deliver
+from app.delivery.send.pacer import pace_account
+from app.delivery.send.public_pacer import PUBLIC_WAIT_REASON
+from app.delivery.send.scheduling import enqueue_delivery
 from app.resources import Resources
 from tests.integration.delivery.conftest import World
+from tests.support.processes import start_worker
 from tests.support.webhooks import pending_keys
 
 
@@ -47,26 +59,126 @@ async def test_a_public_reply_uses_its_own_budget_and_goes_after_the_dm(world: W
     assert dm["time"] <= reply["time"], (dm, reply)
 
 
-async def test_a_full_public_budget_delays_the_public_reply_and_never_the_dm(
+async def test_a_full_public_budget_leaves_the_public_reply_to_the_pacer_holding_no_job(
     world: World,
 ) -> None:
     resources = _with_caps(world.resources, private=5, public=1)
     campaign = await _campaign(world, public_reply_after_dm=False)
     public = public_reply_budget(resources)
-    await public.reserve(world.account_id)
+    held = await public.reserve(world.account_id)
+    assert isinstance(held, Slot)
     row = await world.comment(campaign_id=campaign, public=True)
     report = await deliver(resources, worker_id="w", dm_log_id=row.id)
     assert report.private == "SENT"
     assert report.public == "waiting for the public-reply budget"
     log = await world.log(row.id)
     assert (log.pr_state, log.pub_state) == (LegState.SENT, LegState.PENDING)
-    assert log.pub_next_attempt_at is not None
-    assert log.pub_next_attempt_at > datetime.now(UTC)
+    assert log.pub_queued_at is not None
+    assert log.pub_next_attempt_at is None
+    # The creator reads why it waits in the log's details.
+    assert log.pub_error_message == PUBLIC_WAIT_REASON
     assert _replies(world, row.trigger_id) == []
     assert len(world.inbox("jane.doe")) == 1
-    # Its own job comes back for it when a slot has freed.
-    assert [k for k in await pending_keys(resources) if k.startswith(f"deliver:{row.id}:")]
+    # No job of its own: the account's pacer is what comes back for it.
+    keys = await pending_keys(resources)
+    assert not [k for k in keys if k.startswith(f"deliver:{row.id}")], keys
+    assert [k for k in keys if k.startswith(f"pace:{world.account_id}")], keys
     assert await account_budget(resources).used(world.account_id) == 1
+    # Neither the due-work relay nor a stray job sends it meanwhile.
+    async with autocommit(resources.engine) as conn:
+        await sweeps.relay_due_work(conn, resources.queue, grace_s=0)
+    keys = await pending_keys(resources)
+    assert not [k for k in keys if k.startswith(f"deliver:{row.id}")], keys
+    stray = await deliver(resources, worker_id="w", dm_log_id=row.id)
+    assert stray.public == "waiting for the public-reply budget"
+    assert _replies(world, row.trigger_id) == []
+
+    # A slot frees: the pacer grants it to the reply, and only the job carrying it posts.
+    await public.release(held)
+    paced = await pace_account(resources, world.account_id)
+    assert paced.public_granted == 1
+    log = await world.log(row.id)
+    assert log.pub_granted_at is not None
+    grant = grant_stamp(log.pub_granted_at)
+    assert f"deliver:{row.id}:p{grant}" in await pending_keys(resources)
+    other = await deliver(resources, worker_id="w", dm_log_id=row.id)
+    assert other.public == "granted to the pacer's job"
+    report = await deliver(resources, worker_id="w", dm_log_id=row.id, public_grant=grant)
+    assert report.public == "SENT"
+    assert _replies(world, row.trigger_id) == ["Thank you!"]
+    log = await world.log(row.id)
+    assert (log.pub_queued_at, log.pub_granted_at, log.pub_error_message) == (None, None, None)
+    assert await public.used(world.account_id) == 1
+    # Nothing waits any more: the pacer clears the account's mark and stops.
+    assert (await pace_account(resources, world.account_id)).next_run_in_s is None
+    async with autocommit(resources.engine) as conn:
+        marked = await conn.execute(
+            text("SELECT pub_backlog_since FROM instagram_accounts WHERE id = :id"),
+            {"id": world.account_id},
+        )
+        assert marked.scalar() is None
+
+
+async def test_several_workers_post_public_replies_within_their_cap_once_each_after_the_dm(
+    world: World, delivery_env: dict[str, str], artifacts_dir: Path
+) -> None:
+    cap, window_s, comments = 2, 2.0, 12
+    env = {
+        **delivery_env,
+        "PRIVATE_REPLIES_PER_HOUR": "100",
+        "PUBLIC_REPLIES_PER_HOUR": str(cap),
+        "PRIVATE_REPLY_WINDOW_S": str(window_s),
+    }
+    campaign = await _campaign(world)  # the public reply waits for the DM (the default)
+    fans = [await world.new_fan(f"thanks.fan{n}") for n in range(comments)]
+    rows = [await world.comment(fan, campaign_id=campaign, public=True) for fan in fans]
+    workers = [start_worker(env, artifacts_dir, f"public-pacer-worker-{n}") for n in range(3)]
+    most_jobs, most_waiting = 0, 0
+    try:
+        for row in rows:
+            await enqueue_delivery(world.resources.queue, row.id)
+        last, last_change = (-1, -1), time.monotonic()
+        while True:
+            logs = [await world.log(r.id) for r in rows]
+            done = sum(log.pr_state.is_final for log in logs)
+            posted = sum(log.pub_state is not None and log.pub_state.is_final for log in logs)
+            if done == posted == comments:
+                break
+            if done == comments:
+                # Every DM is out: whatever delivery job is queued or running is a granted
+                # public reply's, and a grant holds a slot, so no more than the cap.
+                jobs = [k for k in await pending_keys(world.resources) if k.startswith("deliver:")]
+                waiting = await _waiting_public(world)
+                most_jobs, most_waiting = max(most_jobs, len(jobs)), max(most_waiting, waiting)
+            if (done, posted) != last:
+                last, last_change = (done, posted), time.monotonic()
+            elif time.monotonic() - last_change > 120:
+                raise AssertionError(f"no progress for 120 s: {done} DMs, {posted} replies final")
+            await asyncio.sleep(0.1)
+    finally:
+        for worker in workers:
+            worker.stop()
+    assert all((log.pr_state, log.pub_state) == (LegState.SENT,) * 2 for log in logs), logs
+    assert most_waiting > cap, "the public replies did wait for their budget"
+    assert most_jobs <= cap, f"{most_jobs} delivery jobs held while public replies waited"
+    replies = world.admin.replies()
+    assert sorted(r["comment_id"] for r in replies) == sorted(r.trigger_id for r in rows)
+    dm_at = {m["comment_id"]: m["time"] for m in world.admin.messages() if m["comment_id"]}
+    assert all(dm_at[r["comment_id"]] <= r["time"] for r in replies), "a reply before its DM"
+    times = sorted(r["time"] for r in replies)
+    most = max(sum(1 for t in times if start <= t < start + window_s) for start in times)
+    assert most <= cap, f"{most} public replies within {window_s} s; their cap is {cap}"
+
+
+async def _waiting_public(world: World) -> int:
+    async with autocommit(world.resources.engine) as conn:
+        waiting = await conn.execute(
+            text(
+                "SELECT count(*) FROM dm_logs WHERE pub_state = 'PENDING' "
+                "AND pub_queued_at IS NOT NULL AND pub_granted_at IS NULL"
+            )
+        )
+        return int(waiting.scalar() or 0)
 
 
 async def test_the_campaign_may_skip_its_public_reply_while_dms_wait(world: World) -> None:
