@@ -15,6 +15,10 @@ not at all (a retried batch cannot count twice):
    concurrent copies lock rows in the same order. (Should two copies still deadlock — one
    replayed request in both, met in opposite orders — PostgreSQL cancels one statement,
    whole, and its file is copied again on the next round.)
+4. the people of each (campaign, day) go into `link_click_day_people`, the day in the
+   workspace's time zone (read from its row, held `FOR SHARE` so that a change of zone, whose
+   trigger counts the days again, never interleaves with a copy), `ON CONFLICT DO NOTHING`;
+   `link_click_days` gains one person per new key: the funnel's people per day.
 
 The source of the visits is a relation with the columns `(click_key, dm_log_id, button,
 visit, clicked_at)`: `UNNEST_SOURCE` for the recorder's arrays; the query benchmark passes a
@@ -59,6 +63,27 @@ WITH new AS (
     ORDER BY campaign_id, button, recipient_id, clicked_at
     ON CONFLICT DO NOTHING
     RETURNING campaign_id, button, first_clicked_at
+), zones AS (
+    -- Held FOR SHARE to the commit: a change of the workspace's zone (whose trigger counts
+    -- the days again) waits for this copy, or this copy waits for it and reads the new zone.
+    SELECT w.id AS workspace_id, zone_or_utc(w.time_zone) AS zone
+    FROM workspaces w WHERE w.id IN (SELECT workspace_id FROM counted)
+    FOR SHARE OF w
+), day_person AS (
+    INSERT INTO link_click_day_people (campaign_id, day, recipient_id)
+    SELECT DISTINCT c.campaign_id, (c.clicked_at AT TIME ZONE z.zone)::date, c.recipient_id
+    FROM counted c JOIN zones z ON z.workspace_id = c.workspace_id
+    WHERE c.visit = 'click' AND c.recipient_id IS NOT NULL
+    ORDER BY 1, 2, 3
+    ON CONFLICT DO NOTHING
+    RETURNING campaign_id, day
+), days AS (
+    INSERT INTO link_click_days (campaign_id, day, workspace_id, people)
+    SELECT p.campaign_id, p.day, k.workspace_id, count(*)
+    FROM day_person p JOIN campaigns k ON k.id = p.campaign_id
+    GROUP BY p.campaign_id, p.day, k.workspace_id
+    ORDER BY p.campaign_id, p.day
+    ON CONFLICT (campaign_id, day) DO UPDATE SET people = link_click_days.people + excluded.people
 ), deltas AS (
     SELECT campaign_id, date_trunc('hour', clicked_at, 'UTC') AS hour, button, workspace_id,
            (visit = 'click')::int AS taps, (visit = 'preview')::int AS previews,

@@ -12,7 +12,7 @@ The steps, each counted from the rows that prove it:
 - passed: people who got the link (`reveal` SENT, whatever brought them): with the follow
   gate on only a follower gets it; shown when the gate is on;
 - clicked: people who tapped a link (a person's visits, once per person: `link_click_hours`'
-  kept count in all, `link_clicks` day by day).
+  kept count in all; day by day once per person and day, `link_click_days`' kept count).
 
 Seen, matched and sent count comments and deliveries; the later steps count people, once each
 (a person who commented twice is one person). The rate of a step is of the step before it.
@@ -20,7 +20,13 @@ Seen, matched and sent count comments and deliveries; the later steps count peop
 Per day (the workspace's time zone, the last `DAYS` days): each step on the day it happened:
 comments and deliveries by the day their row was made (a tap's row is made when the tap comes
 in), the people who tapped the opening DM or got the link on the day of the delivery that first
-counted them (so the days add up to the total), clicks by the day of the click.
+counted them (so those days add up to the total), and the people who tapped a link on each day
+they tapped: one who tapped on Monday and on Tuesday is one of Monday's people and one of
+Tuesday's, as a creator reads "people who tapped a link that day" (so those days do not add up
+to the total, which counts each person once). Such a count cannot be summed from fixed UTC
+buckets for every zone, so the people of each day are kept for the workspace's zone as clicks
+come in, and counted again from the last 32 days' clicks when the zone changes
+(`app.db.models.clicks.LinkClickDay`).
 
 Per button: the people who tapped it, per 100 people the link went to.
 
@@ -31,7 +37,7 @@ Next to it, the misses: comments the campaign saw and did not answer, by its ver
 Deliveries, and the people who tapped the opening DM or got the link, are summed from the kept
 counts (`delivery_counts`, 15-minute slices, see `app.db.models.delivery_counts`).
 Every statement reads one campaign's slice through an index: `uq_delivery_counts_key`,
-`pk_link_click_hours`, `ix_link_clicks_campaign_at` (the day window only), and
+`pk_link_click_hours`, `pk_link_click_days` (the day window only), and
 `pk_comment_verdict_counts`: the comments seen are never read from the ledger itself but from
 the counts the database keeps per campaign, UTC quarter hour and verdict as the ledger's
 decisions are written, re-written or deleted (`app.db.models.ledger.CommentVerdictCount`).
@@ -132,7 +138,9 @@ GROUP BY 1
 """
 )
 # People who tapped: in all from the kept counts (each person once by `link_click_people`'s
-# key, summed from a few rows per hour); per day from the window's own rows.
+# key, summed from a few rows per hour); per day from the people kept per day of the
+# workspace's zone (`link_click_days`, one row a day). Should the funnel be asked for another
+# zone than the one those days are kept in, its days come from the window's raw rows instead.
 _CLICKED = text(
     """
 SELECT COALESCE(sum(people), 0) FROM link_click_hours
@@ -141,11 +149,18 @@ WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id
 )
 _CLICKED_DAYS = text(
     """
-SELECT date_trunc('day', clicked_at AT TIME ZONE :tz)::date AS day,
-       count(DISTINCT recipient_id) AS people
+WITH kept AS (
+    SELECT COALESCE(bool_or(zone_or_utc(time_zone) = :tz), false) AS in_zone
+    FROM workspaces WHERE id = :workspace_id
+)
+SELECT day, people FROM link_click_days
+WHERE campaign_id = :campaign_id AND workspace_id = :workspace_id AND day >= :first_day
+  AND (SELECT in_zone FROM kept)
+UNION ALL
+SELECT date_trunc('day', clicked_at AT TIME ZONE :tz)::date, count(DISTINCT recipient_id)
 FROM link_clicks
 WHERE campaign_id = :campaign_id AND workspace_id = :workspace_id
-  AND clicked_at >= :window_start AND visit = 'click'
+  AND clicked_at >= :window_start AND visit = 'click' AND NOT (SELECT in_zone FROM kept)
 GROUP BY 1
 """
 )
@@ -243,6 +258,7 @@ async def campaign_funnel(
         "tz": zone_key(zone),
         "window_start": window_start(zone, now, days),
     }
+    params["first_day"] = params["window_start"].date()
     per_day: dict[date, dict[str, int]] = {}
 
     def note(day: date | None, key: str, value: int) -> None:

@@ -11,6 +11,8 @@ from app.db.models.campaigns import (
 from app.db.models.clicks import (
     LinkClick,
     LinkClickButtonPerson,
+    LinkClickDay,
+    LinkClickDayPerson,
     LinkClickHour,
     LinkClickPerson,
     LinkVisit,
@@ -79,6 +81,8 @@ __all__ = [
     "LegState",
     "LinkClick",
     "LinkClickButtonPerson",
+    "LinkClickDay",
+    "LinkClickDayPerson",
     "LinkClickHour",
     "LinkClickPerson",
     "LinkVisit",

@@ -16,10 +16,19 @@ database's unique key, not a `count(DISTINCT …)` over every tap.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from enum import StrEnum
 
-from sqlalchemy import DateTime, ForeignKey, Index, Integer, LargeBinary, SmallInteger, String
+from sqlalchemy import (
+    Date,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    SmallInteger,
+    String,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, BigId, CreatedAt, str_enum
@@ -103,3 +112,35 @@ class LinkClickButtonPerson(Base):
     button: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
     recipient_id: Mapped[str] = mapped_column(String(32), primary_key=True)
     first_clicked_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class LinkClickDayPerson(Base):
+    """A person who tapped one of a campaign's links on one day of the workspace's time zone:
+    once per day, by the key."""
+
+    __tablename__ = "link_click_day_people"
+
+    campaign_id: Mapped[int] = mapped_column(
+        ForeignKey("campaigns.id", ondelete="CASCADE"), primary_key=True
+    )
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    recipient_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+
+
+class LinkClickDay(Base):
+    """How many people tapped one of a campaign's links on one day of the workspace's zone.
+
+    Kept by the click copier's statement (`app.clicks.rollup`) with `LinkClickDayPerson`, in
+    the workspace's zone at the time; when the zone changes, a trigger on `workspaces`
+    (migration 0024) counts the days of the last 32 days again in the new zone.
+    """
+
+    __tablename__ = "link_click_days"
+    __table_args__ = (Index("ix_link_click_days_workspace", "workspace_id"),)
+
+    campaign_id: Mapped[int] = mapped_column(
+        ForeignKey("campaigns.id", ondelete="CASCADE"), primary_key=True
+    )
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id", ondelete="CASCADE"))
+    people: Mapped[int] = mapped_column(Integer, server_default="0")

@@ -1,0 +1,184 @@
+"""The funnel's people who tapped a link each day, kept as clicks are copied in, agree with the
+rows: in a half-hour zone, after the workspace's zone changes (the days are counted again), and
+while clicks are copied during zone changes (each copy counts in the zone its workspace row
+held, the rebuild sees every copy before it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections import Counter
+from datetime import UTC, date, datetime, time, timedelta
+from itertools import count
+from zoneinfo import ZoneInfo
+
+from sqlalchemy import text
+
+from app.clicks.recorder import SpooledClick, copy_clicks
+from app.clicks.visitors import Visit
+from app.db.models import Campaign, LegState, MessageKind, Workspace
+from app.delivery_log.funnel import campaign_funnel
+from app.resources import Resources
+from app.workspaces.time_zone import set_time_zone
+from tests.support.dashboard import SUNNY, add_account
+from tests.support.log_data import Creator, add_campaign, add_log
+
+KOLKATA = ZoneInfo("Asia/Kolkata")  # UTC+5:30
+ST_JOHNS = ZoneInfo("America/St_Johns")  # UTC-3:30 (or -2:30 in summer)
+_ids = count(1)
+
+
+async def creator(resources: Resources, zone: str) -> Creator:
+    async with resources.sessionmaker() as session, session.begin():
+        workspace = Workspace(name="Taps", time_zone=zone)
+        session.add(workspace)
+        await session.flush()
+        workspace_id = workspace.id
+    account = await add_account(resources, workspace_id, ig_user_id=SUNNY)
+    campaign = await add_campaign(resources, workspace_id, account, "Recipe")
+    return Creator(None, 0, workspace_id, account, campaign)
+
+
+async def link_dms(resources: Resources, owner: Creator, people: int) -> list[int]:
+    return [
+        await add_log(
+            resources,
+            owner,
+            recipient_id=str(7000 + person),
+            message_kind=MessageKind.REVEAL,
+            state=LegState.SENT,
+        )
+        for person in range(people)
+    ]
+
+
+def clicks_around_midnights(links: list[int], now: datetime, n: int) -> list[SpooledClick]:
+    """`n` taps (a preview now and then) spread over Kolkata's and St John's last midnights."""
+    midnights = [
+        datetime.combine(now.astimezone(zone).date() - timedelta(days=back), time.min, zone)
+        for zone in (KOLKATA, ST_JOHNS)
+        for back in range(3)
+    ]
+    return [
+        SpooledClick(
+            key=hashlib.sha256(f"tap {next(_ids)}".encode()).digest()[:16],
+            dm_log_id=links[(i * 7) % len(links)],
+            button=i % 2,
+            visit=Visit.PREVIEW if i % 9 == 0 else Visit.CLICK,
+            at=min(now, midnights[i % len(midnights)] + timedelta(minutes=(i % 13) * 9 - 55)),
+        )
+        for i in range(n)
+    ]
+
+
+async def people_per_day(resources: Resources, owner: Creator, zone: ZoneInfo) -> Counter[date]:
+    """Counted here from the raw rows: one per person and local day."""
+    async with resources.engine.connect() as conn:
+        rows = await conn.execute(
+            text(
+                "SELECT recipient_id, clicked_at FROM link_clicks "
+                "WHERE campaign_id = :c AND visit = 'click'"
+            ),
+            {"c": owner.campaign_id},
+        )
+        pairs = {(person, at.astimezone(zone).date()) for person, at in rows}
+    return Counter(day for _, day in pairs)
+
+
+async def funnel_days(
+    resources: Resources, owner: Creator, zone: ZoneInfo, now: datetime
+) -> Counter[date]:
+    async with resources.sessionmaker() as session:
+        campaign = await session.get_one(Campaign, owner.campaign_id)
+        funnel = await campaign_funnel(session, campaign, zone=zone, now=now)
+    return +Counter({day.day: day.counts["clicked"] for day in funnel.days})
+
+
+async def kept_days(resources: Resources, owner: Creator) -> Counter[date]:
+    async with resources.engine.connect() as conn:
+        rows = await conn.execute(
+            text("SELECT day, people FROM link_click_days WHERE campaign_id = :c"),
+            {"c": owner.campaign_id},
+        )
+        return +Counter(dict(rows.tuples().all()))
+
+
+async def change_zone(resources: Resources, owner: Creator, zone: ZoneInfo) -> None:
+    async with resources.sessionmaker() as session, session.begin():
+        await set_time_zone(session, owner.workspace_id, zone.key)
+
+
+async def test_people_per_day_follow_the_workspace_zone(resources: Resources) -> None:
+    now = datetime.now(UTC)
+    owner = await creator(resources, "Asia/Kolkata")
+    links = await link_dms(resources, owner, 9)
+    clicks = clicks_around_midnights(links, now, 120)
+    for start in range(0, len(clicks), 25):
+        await copy_clicks(resources.engine, clicks[start : start + 25])
+    # Copied twice (a spool segment copied again): nothing changes.
+    await copy_clicks(resources.engine, clicks[:50])
+
+    expected = await people_per_day(resources, owner, KOLKATA)
+    assert len(expected) >= 4
+    assert sum(expected.values()) > len(links)  # people come back on other days
+    assert await kept_days(resources, owner) == expected
+    assert await funnel_days(resources, owner, KOLKATA, now) == expected
+
+    # The creator moves to St John's: the days are counted again in the new zone.
+    await change_zone(resources, owner, ST_JOHNS)
+    expected = await people_per_day(resources, owner, ST_JOHNS)
+    assert await kept_days(resources, owner) == expected
+    assert await funnel_days(resources, owner, ST_JOHNS, now) == expected
+    # Asked for another zone than the kept one, the funnel counts the raw rows.
+    assert await funnel_days(resources, owner, KOLKATA, now) == await people_per_day(
+        resources, owner, KOLKATA
+    )
+
+    # New taps after the change count in the new zone.
+    await copy_clicks(resources.engine, clicks_around_midnights(links, now, 40))
+    expected = await people_per_day(resources, owner, ST_JOHNS)
+    assert await kept_days(resources, owner) == expected
+    assert await funnel_days(resources, owner, ST_JOHNS, now) == expected
+
+
+async def test_copies_racing_zone_changes_count_each_person_day_once(
+    resources: Resources,
+) -> None:
+    now = datetime.now(UTC)
+    owner = await creator(resources, "Asia/Kolkata")
+    links = await link_dms(resources, owner, 15)
+    clicks = clicks_around_midnights(links, now, 400)
+    batches = [clicks[start : start + 10] for start in range(0, len(clicks), 10)]
+    zones = [ST_JOHNS, KOLKATA, ZoneInfo("Asia/Kathmandu"), ST_JOHNS, KOLKATA]
+    copied = 0
+    changed = 0
+    progress = asyncio.Condition()
+
+    async def copier(mine: list[list[SpooledClick]]) -> None:
+        nonlocal copied
+        for batch in mine:
+            await copy_clicks(resources.engine, batch)
+            async with progress:
+                copied += 1
+                progress.notify_all()
+
+    async def mover() -> None:
+        nonlocal changed
+        for zone in zones:
+            # A change while copies are under way: wait until a few more batches are in.
+            target = min(copied + 4, len(batches))
+            async with progress:
+                await progress.wait_for(lambda target=target: copied >= target)
+            await change_zone(resources, owner, zone)
+            changed += 1
+
+    await asyncio.gather(
+        copier(batches[0::3]), copier(batches[1::3]), copier(batches[2::3]), mover()
+    )
+    assert (copied, changed) == (len(batches), len(zones))
+    final = zones[-1]
+    expected = await people_per_day(resources, owner, final)
+    assert sum(expected.values()) > 0
+    assert await kept_days(resources, owner) == expected
+    assert await funnel_days(resources, owner, final, now) == expected
