@@ -132,7 +132,7 @@ class LinkClickDay(Base):
 
     Kept by the click copier's statement (`app.clicks.rollup`) with `LinkClickDayPerson`, in
     the workspace's zone at the time; when the zone changes, a trigger on `workspaces`
-    (migration 0024) counts the days of the last 32 days again in the new zone.
+    (migration 0025) counts the days of the last 32 days again in the new zone.
     """
 
     __tablename__ = "link_click_days"
