@@ -8,6 +8,8 @@ Creates a scratch PostgreSQL database migrated to head and drops it afterwards. 
 comments are loaded as `bench.log_queries` loads them (90 days, 90 % in one busy workspace,
 one campaign with 40 % of its rows); the trigger on `dm_logs` keeps their counts
 (`delivery_counts`, `funnel_people`) from that very insert, as it does for every write.
+The comments then get their decisions (a verdict per campaign of the account) in one UPDATE,
+so the triggers on `comments` keep `comment_verdict_counts` from it, as from every write.
 Clicks go in through the app's own statement (`app.clicks.rollup.insert_clicks_sql`, the one
 the web's click recorder runs), fed by a `generate_series` in batches instead of the spool's
 arrays, so the kept counts are built the way production builds them. 1 click in 20 is a
@@ -22,8 +24,10 @@ failed on, since a shared machine's timings are not answers.
 
 It fails (exit 1) on wrong answers, and at full size on a bad plan: the counts the page shows
 for each campaign (and each button) must equal a recount of the raw `link_clicks` rows, the
-kept delivery counts a recount of `dm_logs` (`tests/support/kept_counts.py`), and copying a
-batch a second time must change nothing. Prints one JSON document.
+kept delivery counts a recount of `dm_logs` (`tests/support/kept_counts.py`), the kept seen
+counts a recount of the decisions, the kept people per day a recount of the last 30 days'
+clicks (after the workspace's zone is changed to Asia/Kolkata, timed as `zone_change_ms`),
+and copying a batch a second time must change nothing. Prints one JSON document.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from app.clicks.rollup import insert_clicks_sql
 from app.db.models import Campaign
 from app.delivery_log import campaign_summary
 from app.delivery_log import clicks as campaign_clicks_module
+from app.delivery_log import funnel as funnel_module
 from app.delivery_log.charts import Span, timeline
 from app.delivery_log.clicks import campaign_clicks
 from app.delivery_log.funnel import campaign_funnel
@@ -65,6 +70,9 @@ BIG_TABLES = (
     "link_click_hours",
     "link_click_people",
     "link_click_button_people",
+    "comment_verdict_counts",
+    "link_click_days",
+    "link_click_day_people",
 )
 BATCH = 100_000
 
@@ -107,6 +115,68 @@ WHERE raw.taps IS DISTINCT FROM h.taps OR raw.previews IS DISTINCT FROM h.previe
 """
 
 
+# Each loaded comment's decision, as matching writes it: one verdict per campaign of its
+# account (a win or a loss for a match, the miss's own verdict otherwise; none for one's own
+# comment or a reply). Written by one UPDATE, so the triggers on `comments` keep
+# `comment_verdict_counts` from the very statement, as they do for every write.
+_DECIDE = """
+UPDATE comments c SET decision = jsonb_build_object('considered', v.considered)
+FROM (
+    SELECT m.id, COALESCE(jsonb_agg(jsonb_build_object(
+               'campaign_id', k.id, 'name', k.name,
+               'verdict', CASE WHEN m.outcome = 'matched' THEN
+                                    CASE WHEN (m.id + k.id) % 3 = 0 THEN 'won' ELSE 'lost' END
+                               WHEN m.miss_reason = 'no_keyword' THEN 'no_keyword'
+                               WHEN m.miss_reason = 'excluded_keyword' THEN 'excluded'
+                               ELSE 'wrong_post' END) ORDER BY k.id)
+               FILTER (WHERE m.miss_reason IS DISTINCT FROM 'own_comment'
+                         AND m.miss_reason IS DISTINCT FROM 'reply_to_comment'),
+               '[]'::jsonb) AS considered
+    FROM comments m JOIN campaigns k ON k.account_id = m.account_id
+    GROUP BY m.id
+) v
+WHERE v.id = c.id
+"""
+# A recount of the verdicts from the rows, against the kept counts.
+_SEEN_RECOUNT = """
+SELECT count(*) FROM (
+    SELECT (e ->> 'campaign_id')::bigint AS campaign_id,
+           date_bin('15 minutes', c.created_at, TIMESTAMPTZ '2000-01-01 00:00+00') AS quarter,
+           e ->> 'verdict' AS verdict, count(*) AS comments
+    FROM comments c, jsonb_array_elements(c.decision -> 'considered') e
+    WHERE e ->> 'verdict' IN ('won', 'lost', 'excluded', 'no_keyword')
+    GROUP BY 1, 2, 3
+) raw FULL JOIN (SELECT * FROM comment_verdict_counts WHERE comments <> 0) k
+    USING (campaign_id, quarter, verdict)
+WHERE raw.comments IS DISTINCT FROM k.comments
+"""
+# People per day (the workspace's zone) from the raw clicks of the last 32 days, against the
+# kept days.
+_DAYS_RECOUNT = """
+WITH raw AS (
+    SELECT l.campaign_id, (l.clicked_at AT TIME ZONE w.time_zone)::date AS day,
+           count(DISTINCT l.recipient_id) AS people
+    FROM link_clicks l JOIN workspaces w ON w.id = l.workspace_id
+    WHERE l.visit = 'click' AND l.campaign_id IS NOT NULL AND l.recipient_id IS NOT NULL
+      AND l.clicked_at >= now() - interval '32 days'
+    GROUP BY 1, 2
+), kept AS (
+    SELECT campaign_id, day, people FROM link_click_days
+)
+SELECT count(*)
+FROM raw FULL JOIN kept USING (campaign_id, day)
+WHERE day >= CAST(now() AS date) - 30 AND raw.people IS DISTINCT FROM kept.people
+"""
+
+
+def decide_comments(url: str) -> float:
+    """Give the loaded comments their decisions; returns the seconds it took."""
+    started = time.perf_counter()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(_DECIDE)
+    return round(time.perf_counter() - started, 1)
+
+
 def load_clicks(url: str, clicks: int, salt: str = "click ") -> dict[str, Any]:
     started = time.perf_counter()
     with psycopg.connect(url, autocommit=True) as conn:
@@ -121,13 +191,16 @@ def load_clicks(url: str, clicks: int, salt: str = "click ") -> dict[str, Any]:
         # an index covers are read from the index alone), statistics are current.
         conn.execute("VACUUM (ANALYZE) dm_logs, comments, link_clicks, link_click_hours, "
                      "link_click_people, link_click_button_people, delivery_counts, "
-                     "funnel_people")  # fmt: skip
+                     "funnel_people, comment_verdict_counts, link_click_days, "
+                     "link_click_day_people")  # fmt: skip
         sizes = {
             "link_clicks": _scalar(conn, "SELECT count(*) FROM link_clicks"),
             "link_click_hours": _scalar(conn, "SELECT count(*) FROM link_click_hours"),
             "link_click_people": _scalar(conn, "SELECT count(*) FROM link_click_people"),
             "delivery_counts": _scalar(conn, "SELECT count(*) FROM delivery_counts"),
             "funnel_people": _scalar(conn, "SELECT count(*) FROM funnel_people"),
+            "comment_verdict_counts": _scalar(conn, "SELECT count(*) FROM comment_verdict_counts"),
+            "link_click_days": _scalar(conn, "SELECT count(*) FROM link_click_days"),
         }
     return {"seconds": round(time.perf_counter() - started, 1), "rows": sizes}
 
@@ -306,6 +379,28 @@ async def run(url: str, world: dict[str, Any], repeat: int) -> dict[str, Any]:
             results.append(
                 await measure_call(engine, "funnel", f"campaign_funnel(), {label}", funnel, repeat)
             )
+            # The funnel's statements over the kept seen and day counts, one by one.
+            start = funnel_module.window_start(UTC, now)
+            kept_params = {
+                "workspace_id": ws,
+                "campaign_id": campaign,
+                "tz": "UTC",
+                "window_start": start,
+                "first_day": start.date(),
+            }
+            for name in ("_SEEN", "_SEEN_DAYS", "_CLICKED_DAYS"):
+                stmt = getattr(funnel_module, name)
+                results.append(
+                    await measure_statement(
+                        engine,
+                        "funnel",
+                        f"{name}, {label}",
+                        stmt.bindparams(
+                            **{k: v for k, v in kept_params.items() if k in stmt.compile().params}
+                        ),
+                        repeat,
+                    )
+                )
         # A whole-hour zone and one half an hour off UTC (its days start at :30 UTC).
         for zone_name in ("UTC", "Asia/Kolkata"):
             zone = ZoneInfo(zone_name)
@@ -336,11 +431,41 @@ async def run(url: str, world: dict[str, Any], repeat: int) -> dict[str, Any]:
                             repeat,
                         )
                     )
+        # The creator moves to India: the trigger counts the kept days again in the new zone
+        # (timed), and the funnel then reads them in a half-hour zone.
+        async with engine.begin() as conn:
+            started = time.perf_counter()
+            await conn.execute(
+                text("UPDATE workspaces SET time_zone = 'Asia/Kolkata' WHERE id = :ws"), {"ws": ws}
+            )
+        zone_change_ms = round((time.perf_counter() - started) * 1000, 1)
+        for label, campaign in (("busy campaign (40% of rows)", busy), ("small campaign", small)):
+
+            async def funnel_india(session: AsyncSession, campaign: int = campaign) -> Any:
+                row = await session.get(Campaign, campaign)
+                if row is None:
+                    raise RuntimeError(f"campaign {campaign} is gone")
+                return await campaign_funnel(session, row, zone=ZoneInfo("Asia/Kolkata"), now=now)
+
+            results.append(
+                await measure_call(
+                    engine,
+                    "funnel",
+                    f"campaign_funnel(), {label}, Asia/Kolkata",
+                    funnel_india,
+                    repeat,
+                )
+            )
         wrong = await check_counts(engine, world["campaign_workspace"])
         wrong += await kept_count_differences(engine)
+        async with engine.connect() as conn:
+            if off := (await conn.execute(text(_SEEN_RECOUNT))).scalar_one():
+                wrong.append(f"{off} (campaign, quarter, verdict) seen counts differ from rows")
+            if off := (await conn.execute(text(_DAYS_RECOUNT))).scalar_one():
+                wrong.append(f"{off} (campaign, day) people who tapped differ from the rows")
     finally:
         await engine.dispose()
-    return {"queries": results, "wrong": wrong}
+    return {"queries": results, "wrong": wrong, "zone_change_ms": zone_change_ms}
 
 
 def _campaign_workspaces(url: str) -> dict[int, int]:
@@ -360,6 +485,7 @@ def main() -> int:
     try:
         database.migrate()
         world = load(database.url, rows)
+        world["decide_s"] = decide_comments(database.url)
         loaded = load_clicks(database.url, clicks)
         # The same clicks again (a spool copied twice): nothing may change.
         again = load_clicks(database.url, min(clicks, BATCH))
@@ -382,6 +508,9 @@ def main() -> int:
                 "link_clicks": clicks,
                 "load_s": world["load_s"],
                 "index_build_s": world["index_s"],
+                "decide_comments_s": world["decide_s"],
+                # UPDATE of the busy workspace's zone, with its trigger's rebuild of the days.
+                "zone_change_ms": measured["zone_change_ms"],
                 "clicks_load_s": loaded["seconds"],
                 "table_rows": loaded["rows"],
                 "target_ms_p95": 50,
