@@ -43,8 +43,8 @@ leg must be final too.
 after the first comment, for `--throttle-for` seconds, the sandbox allows only
 `--throttle-rate` sends a second and answers the rest code 4 with its usage headers; the
 report adds `throttle` (the stretch, the refusals, the pacer's `pace_*` operational events),
-and `sends_per_window` shows the pace drop and recover. A refused reply is retried five
-minutes later, so this variant runs that much longer.
+and `sends_per_window` shows the pace drop and recover. A refused reply waits for the
+account's pacer again, earliest deadline first.
 """
 
 from __future__ import annotations

@@ -28,6 +28,9 @@ from app.instagram.graph import (
 # Rate limits of every flavour: app (4), user (17), page (32), application (341), custom and
 # messaging (613), business use case (80002 Instagram, 80006 Messenger).
 RETRYABLE_CODES = frozenset({4, 17, 32, 341, 613, 80002, 80006})
+# The ones that limit the Instagram account's own pace (app, user, page, custom or messaging,
+# Instagram business use case): the account slows or pauses, not just this message.
+PACE_LIMIT_CODES = frozenset({4, 17, 32, 613, 80002})
 # 613 with this subcode is "tag use is bothersome": a misuse, not a passing limit.
 _FINAL_613_SUBCODES = frozenset({2018338})
 WINDOW_SUBCODES = frozenset({2534022, 2018278, 2018065})
@@ -87,6 +90,12 @@ class Verdict:
     subcode: int | None = None
     fbtrace_id: str | None = None
     message: str | None = None
+
+    @property
+    def pace_limited(self) -> bool:
+        """A rate limit of the account's pace (`PACE_LIMIT_CODES`): nothing was delivered, and
+        the message can go once the account's pace allows."""
+        return self.outcome is AttemptClass.RETRYABLE and self.code in PACE_LIMIT_CODES
 
     @property
     def definite(self) -> bool:

@@ -40,6 +40,7 @@ from app.delivery.intake.messaging_events import record_messaging
 from app.delivery.send.budget_history import account_budget
 from app.delivery.send.pacer import mark_backlog
 from app.delivery.send.scheduling import delivery_key, job_for, kick_pacer
+from app.delivery.send.throttle import NORMAL, Throttle
 from app.instagram.webhook_payload import EnvelopeError, ParsedWebhook, decode_body, parse_webhook
 from app.instruments import WEBHOOK_EVENTS
 from app.operations.idempotency_hits import count_webhook_duplicates
@@ -97,9 +98,10 @@ class EventsIngest:
 
 
 async def pace_surges(resources: Resources, outcome: EventsIngest) -> None:
-    """An account that got more new comments in this run than its budget has free slots is
-    surging: its new comments go to its pacer at once (one job each), rather than each first
-    trying the full budget on its own."""
+    """An account that got more new comments in this run than its budget has free slots, or
+    whose pace Meta slowed or paused (`throttle`: no job takes a slot of its own then), is
+    surging: its new comments go to its pacer at once, rather than each job first trying the
+    budget on its own."""
     new: Counter[int] = Counter(
         outcome.accounts_of[log_id]
         for log_id in outcome.deliveries
@@ -109,8 +111,11 @@ async def pace_surges(resources: Resources, outcome: EventsIngest) -> None:
     if not surging:
         return
     budget = account_budget(resources)
+    throttle = Throttle(resources.redis, window_s=budget.window_s)
     for account_id in surging:
-        if (await budget.free(account_id)).free >= new[account_id]:
+        if (await budget.free(account_id)).free >= new[account_id] and (
+            await throttle.current(account_id)
+        ).mode == NORMAL:
             continue
         async with autocommit(resources.engine) as conn:
             await mark_backlog(conn, account_id)

@@ -5,9 +5,13 @@ set scored by its time; a slot is taken while fewer than `limit` members are you
 window, otherwise the script answers when the oldest one ages out. Time comes from the Redis
 server, so workers on different hosts agree on it. Two ways to take slots:
 
-- `reserve`: one slot for one send (a comment found with no backlog);
+- `reserve`: one slot for one send (a comment found with no backlog); none from the private
+  replies' budget while the account is slowed (`throttle`): its sends then go through its
+  pacer, which hands out only the slowed share of the slots;
 - `grant`: the account's pacer takes as many of the free slots as it has rows waiting, named
-  after the rows (`grant_member`), and the row's job `confirm`s its slot just before the send.
+  after the rows (`grant_member`), and the row's job `confirm`s its slot just before the send;
+  while the account is slowed, at most once per step of its pace (the pace hash's
+  `next_grant`), however often the pacer is woken meanwhile.
 
 A slot taken for a send is scored with the latest time Meta could count the message (now plus
 the longest a send may take, `in_flight_s`); after the call it is `stamp`ed with the time the
@@ -68,6 +72,14 @@ local function paused_for()
   if ttl < 1 then return 0 end
   return ttl
 end
+-- While the account is slowed its pacer grants at most once per step (ARGV step ms, 0 when
+-- not slowed): the pace hash keeps when the next grant may be. Ms until then, or 0.
+local function gated(step)
+  if step <= 0 then return 0 end
+  local nxt = tonumber(redis.call('HGET', KEYS[3], 'next_grant') or '0')
+  if nxt > now then return nxt - now end
+  return 0
+end
 local function wait_for(rank)
   local nth = redis.call('ZRANGE', KEYS[1], rank, rank, 'WITHSCORES')
   if nth[2] == nil then return 0 end
@@ -77,13 +89,17 @@ local function wait_for(rank)
 end
 """
 
-# ARGV[3] member, ARGV[4] in-flight ms. {1, 0} taken, or {0, ms until the oldest slot frees or
-# the pause ends}.
+# ARGV[3] member, ARGV[4] in-flight ms, ARGV[5] '1' to refuse while the account is slowed.
+# {1, 0} taken, or {0, ms until the oldest slot frees or the pause ends}; {0, 1} while slowed.
 _RESERVE = (
     _PRELUDE
     + """
 local paused = paused_for()
 if paused > 0 then return {0, paused} end
+if ARGV[5] == '1' and redis.call('HGET', KEYS[3], 'mode') == 'slowed'
+    and redis.call('PTTL', KEYS[3]) > 0 then
+  return {0, 1}
+end
 if redis.call('ZCARD', KEYS[1]) < limit then
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[3])
   redis.call('PEXPIRE', KEYS[1], window + tonumber(ARGV[4]))
@@ -110,21 +126,27 @@ return {0, wait_for(0)}
 """
 )
 
-# ARGV[3] how many slots the pacer wants next time, ARGV[4..] members in order. Takes the
-# first members that fit: {taken, ms until the oldest slot frees (0: room left), ms until
-# ARGV[3] slots are free}.
+# ARGV[3] how many slots the pacer wants next time, ARGV[4] the slowed pace's step in ms (0:
+# not slowed), ARGV[5..] members in order. Takes the first members that fit: {taken, ms until
+# the oldest slot frees or the step ends (0: room left), ms until ARGV[3] slots are free}.
 _GRANT = (
     _PRELUDE
     + """
+local step = tonumber(ARGV[4])
+local gate = gated(step)
+if gate > 0 then return {0, gate, gate} end
 local used = redis.call('ZCARD', KEYS[1])
 local taken = 0
-for i = 4, #ARGV do
+for i = 5, #ARGV do
   if used >= limit then break end
   redis.call('ZADD', KEYS[1], now, ARGV[i])
   used = used + 1
   taken = taken + 1
 end
 if taken > 0 then redis.call('PEXPIRE', KEYS[1], window) end
+if taken > 0 and step > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('HSET', KEYS[3], 'next_grant', now + step)
+end
 if used < limit then return {taken, 0, 0} end
 local want = tonumber(ARGV[3])
 if want > limit then want = limit end
@@ -133,11 +155,13 @@ return {taken, wait_for(0), wait_for(want - 1)}
 """
 )
 
-# ARGV[3] as for _GRANT. {free slots, ms until the oldest slot frees, ms until ARGV[3] slots
-# are free} (both 0 when some are free).
+# ARGV[3], ARGV[4] as for _GRANT. {free slots, ms until the oldest slot frees or the step
+# ends, ms until ARGV[3] slots are free} (both 0 when some are free).
 _FREE = (
     _PRELUDE
     + """
+local gate = gated(tonumber(ARGV[4]))
+if gate > 0 then return {0, gate, gate} end
 local used = redis.call('ZCARD', KEYS[1])
 if used < limit then return {limit - used, 0, 0} end
 local want = tonumber(ARGV[3])
@@ -261,6 +285,8 @@ class HourlyBudget:
         self.window_ms = int(window_s * 1000)
         self.in_flight_ms = int(in_flight_s * 1000)
         self._history = history
+        # Only the private replies follow the account's slowed pace; a pause stops both.
+        self._slowed_refuses = "1" if budget == PRIVATE else "0"
         self._reserve = redis.register_script(_RESERVE)
         self._confirm = redis.register_script(_CONFIRM)
         self._grant = redis.register_script(_GRANT)
@@ -270,7 +296,9 @@ class HourlyBudget:
 
     async def reserve(self, account_id: int, *, tag: str = "") -> Slot | BudgetFull:
         member = f"{tag}:{uuid.uuid4().hex[:12]}" if tag else uuid.uuid4().hex
-        granted, wait_ms = await self._run(self._reserve, account_id, member, self.in_flight_ms)
+        granted, wait_ms = await self._run(
+            self._reserve, account_id, member, self.in_flight_ms, self._slowed_refuses
+        )
         if int(granted) == 1:
             return Slot(account_id, member)
         return BudgetFull(int(wait_ms) / 1000.0)
@@ -282,14 +310,20 @@ class HourlyBudget:
         )
         return slot if int(granted) == 1 else BudgetFull(int(wait_ms) / 1000.0)
 
-    async def grant(self, account_id: int, members: Sequence[str], *, batch: int) -> Granted:
+    async def grant(
+        self, account_id: int, members: Sequence[str], *, batch: int, step_s: float = 0.0
+    ) -> Granted:
+        """Slots for the pacer's rows; `step_s` > 0 while the account is slowed: then at most
+        one grant per step, whoever kicks the pacer meanwhile."""
         if not members:
             return Granted(0, 0.0, 0.0)
-        taken, next_ms, batch_ms = await self._run(self._grant, account_id, batch, *members)
+        taken, next_ms, batch_ms = await self._run(
+            self._grant, account_id, batch, int(step_s * 1000), *members
+        )
         return Granted(int(taken), int(next_ms) / 1000.0, int(batch_ms) / 1000.0)
 
-    async def free(self, account_id: int, *, batch: int = 1) -> Availability:
-        free, next_ms, batch_ms = await self._run(self._free, account_id, batch)
+    async def free(self, account_id: int, *, batch: int = 1, step_s: float = 0.0) -> Availability:
+        free, next_ms, batch_ms = await self._run(self._free, account_id, batch, int(step_s * 1000))
         return Availability(int(free), int(next_ms) / 1000.0, int(batch_ms) / 1000.0)
 
     async def stamp(self, slot: Slot) -> None:

@@ -168,6 +168,9 @@ class LegUpdate:
     release_person: bool = False
     # DMs only: the follow-up a SENT reveal schedules (inserted by the same statement).
     follow_up: FollowUpPlan | None = None
+    # A comment's private reply refused for the account's pace: back to waiting for the
+    # account's pacer (its grant cleared, the account's backlog marked, by the same statement).
+    to_pacer: bool = False
 
 
 @dataclass(frozen=True, slots=True)

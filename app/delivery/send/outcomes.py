@@ -1,12 +1,16 @@
 """From a classified answer to the leg's next state, as pure functions.
 
 - sent → SENT with the message id;
-- retryable → back to PENDING, next try 5 minutes after the first attempt and 15 after the
-  second (or when Meta says access returns, if later); FAILED when the third, the last of the
-  budget, fails too;
+- retryable (but see the pace below) → back to PENDING, next try 5 minutes after the first
+  attempt and 15 after the second (or when Meta says access returns, if later); FAILED when
+  the third, the last of the budget, fails too;
 - account-level waits (368 pause, 190 token) → PENDING until the account can send again, and
   the attempt is given back to the budget: nothing was delivered and the fault is the
   account's, not this message's; the 7-day deadline still bounds the wait;
+- a comment's private reply refused for the account's pace (rate-limit codes 4, 17, 32, 613,
+  80002) → PENDING, the attempt given back likewise, waiting for the account's pacer (no
+  fixed retry time: the pacer grants it, earliest deadline first, at the pace Meta's answers
+  set, `throttle`); its 7-day deadline bounds the wait;
 - rejected → its final state (FAILED, SKIPPED_WINDOW_EXPIRED), the person claim freed;
 - ambiguous → UNCONFIRMED, never sent again automatically.
 
@@ -32,6 +36,7 @@ from app.instagram.classify import Verdict
 ATTEMPT_BUDGET = 3
 RETRY_DELAYS = (timedelta(minutes=5), timedelta(minutes=15))
 TOKEN_RETRY_DELAY = timedelta(seconds=30)
+PACED_RETRY = "waiting to be sent again at the pace Instagram allows this account"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +51,8 @@ class AttemptContext:
     # An earlier attempt of this leg ended ambiguous (its request may have been delivered):
     # only then can "already has its private reply" be our own earlier send.
     earlier_ambiguous: bool = False
+    # A comment's private reply: the account's pacer can hand it a slot again.
+    paced: bool = False
 
 
 def retry_delay(attempt_no: int, attempt_limit: int) -> timedelta:
@@ -106,6 +113,21 @@ def failure_update(
             verdict.final_state or LegState.FAILED,
             release_quota_month=quota_back,
             release_person=private,
+        )
+    if ctx.paced and verdict.pace_limited:
+        # The account's pace, not this message: the attempt is given back and the row waits
+        # for the account's pacer, which grants it at the pace Meta's answer set (after the
+        # wait Meta stated, if any), earliest deadline first.
+        wait = verdict.retry_after_s
+        return LegUpdate(
+            LegState.PENDING,
+            next_attempt_at=ctx.now + timedelta(seconds=wait) if wait else None,
+            refund_attempt=True,
+            error_code=verdict.code,
+            error_subcode=verdict.subcode,
+            error_message=f"{verdict.reason}: {PACED_RETRY}",
+            release_quota_month=quota_back,
+            to_pacer=True,
         )
     if verdict.account_action is not None:
         wait_until = account_wait_until or ctx.now + TOKEN_RETRY_DELAY

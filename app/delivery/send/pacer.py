@@ -21,8 +21,15 @@ any job that meets such a row leave it to the account's pacer (`pace_account`, o
 
 It follows the account's pace (`throttle`): slowed, it hands out a share of the usual rate;
 paused by a rate limit, nothing until the time Meta stated (the budget refuses every slot
-meanwhile, so no other job sends either); each change it sees is recorded as
-an operational event (`pace_slowed`, `pace_paused`, `pace_resumed`).
+meanwhile, so no other job sends either). While the account is slowed no job takes a slot of
+its own either (`budget.HourlyBudget.reserve` refuses), so every send goes through the pacer
+at the slowed share. Each change is recorded once as an operational event (`pace_slowed`,
+`pace_paused`, `pace_resumed`) by whoever notes it first (`note_pace`): the send whose answer
+changed the pace, or the pacer.
+
+A private reply refused with a rate-limit code comes back to the pacer too (its record
+statement clears its grant and marks the backlog, `recording.record`): it waits for its turn,
+earliest deadline first, at the pace Meta's answers set, not for a fixed retry time.
 
 So the work per delivered DM stays constant however long the backlog grows, and two pacers of
 one account (two workers, a relay's kick racing a scheduled run) cannot hand out a slot twice:
@@ -157,11 +164,27 @@ async def queue_for_budget(conn: AsyncConnection, dm_log_id: int) -> None:
     await conn.execute(_QUEUE_FOR_BUDGET, {"id": dm_log_id, "reason": WAITING_REASON})
 
 
-async def pace_changed(resources: Resources, account_id: int, lapses_in_s: float) -> None:
-    """The account's pace changed (`throttle`): its pacer runs now, to act on it and record
-    the change, and again when it lapses, to record that."""
+async def pace_changed(
+    resources: Resources, throttle: Throttle, workspace_id: int, account_id: int, lapses_in_s: float
+) -> None:
+    """The account's pace changed (`throttle`): the change is recorded now (in a short window a
+    slow-down may lapse before the pacer runs), the pacer runs to act on it, and again when it
+    lapses, to record that."""
+    await note_pace(resources, throttle, workspace_id, account_id)
     await kick_pacer(resources.queue, [account_id])
     await kick_pacer(resources.queue, [account_id], at=time.time() + lapses_in_s + 0.5)
+
+
+async def note_pace(
+    resources: Resources, throttle: Throttle, workspace_id: int, account_id: int
+) -> Pace:
+    """The account's pace now, recorded as an operational event when it is not the one last
+    noted: whoever notes a change first (the send that saw it, or the pacer) records it, once."""
+    pace = await throttle.current(account_id)
+    previous = await throttle.note_mode(account_id, pace.mode)
+    if previous is not None:
+        await _record_change(resources, workspace_id, account_id, previous, pace)
+    return pace
 
 
 async def pace_account(resources: Resources, account_id: int) -> PaceReport:
@@ -177,18 +200,17 @@ async def pace_account(resources: Resources, account_id: int) -> PaceReport:
             # The relay kicks the pacer again once the account is back.
             report.note = "the account cannot send now"
             return report
-        pace = await throttle.current(account_id)
-        previous = await throttle.note_mode(account_id, pace.mode)
-        if previous is not None:
-            await _record_change(resources, account.workspace_id, account_id, previous, pace)
+        pace = await note_pace(resources, throttle, account.workspace_id, account_id)
         report.pace = pace.mode
         if pace.mode == PAUSED:
             report.note = "paused: Instagram asked to wait"
             return await _again(resources, report, account_id, pace.remaining_s)
-        free = await budget.free(account_id, batch=batch)
-        next_free_s, batch_free_s = free.next_free_s, free.batch_free_s
-        # Slowed: a share of the usual rate, `share × batch` slots every `step_s`.
+        # Slowed: a share of the usual rate, `share × batch` slots every `step_s`, at most one
+        # grant per step (the budget's scripts keep the step, whoever wakes the pacer).
         step_s = budget.window_s * batch / budget.limit
+        gate_s = step_s if pace.mode == SLOWED else 0.0
+        free = await budget.free(account_id, batch=batch, step_s=gate_s)
+        next_free_s, batch_free_s = free.next_free_s, free.batch_free_s
         # Without a backlog (a run for the public replies alone) the rows have jobs of their own.
         want = min(free.free, MAX_GRANTS) if account.backlog else 0
         if pace.share < 1:
@@ -198,7 +220,7 @@ async def pace_account(resources: Resources, account_id: int) -> PaceReport:
             rows = sorted(chosen.all(), key=lambda row: (row.deadline_at, row.id))
             grants = [(row.id, row.pr_granted_at) for row in rows]
             taken = await budget.grant(
-                account_id, [grant_member(i, at) for i, at in grants], batch=batch
+                account_id, [grant_member(i, at) for i, at in grants], batch=batch, step_s=gate_s
             )
             if taken.taken < len(grants):
                 # Another process took slots between the count and the grant.

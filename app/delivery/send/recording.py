@@ -2,8 +2,9 @@
 
 - `record`: the leg's outcome plus the attempt row's, plus giving back the quota and the
   person claim on a definite failure — and, for a SENT reveal that answered a tap or a DM,
-  inserting its follow-up row — in one statement, conditional on still holding the claim
-  (a claim the stale-claim sweep took over is not overwritten).
+  inserting its follow-up row; for a private reply refused for the account's pace, leaving it
+  to the account's pacer (grant cleared, backlog marked) — in one statement, conditional on
+  still holding the claim (a claim the stale-claim sweep took over is not overwritten).
 - `start_next_call`: closes a call's attempt row and opens the next under the same claim (the
   plain-text fallback after a rejected template); the first call was refused, so the leg's
   request note is cleared until the next request leaves.
@@ -42,6 +43,20 @@ def _record_sql(leg: Leg) -> str:
         else ""
     )
     follow_up = f",\n{follow_up_cte('leg')}" if private else ""
+    # A private reply refused for the account's pace waits for its pacer again.
+    to_pacer = (
+        "pr_granted_at = CASE WHEN :to_pacer THEN NULL ELSE pr_granted_at END," if private else ""
+    )
+    backlog = (
+        """,
+backlog AS (
+    UPDATE instagram_accounts a SET pr_backlog_since = now()
+    FROM leg l WHERE :to_pacer AND a.id = l.account_id AND a.pr_backlog_since IS NULL
+    RETURNING a.id
+)"""
+        if private
+        else ""
+    )
     follow_up_columns = (
         "(SELECT id FROM follow_up) AS follow_up_id,"
         " (SELECT pr_next_attempt_at FROM follow_up) AS follow_up_due"
@@ -60,6 +75,7 @@ WITH leg AS (
         {p}_error_subcode = :error_subcode,
         {p}_error_message = :error_message,
         {evidence}
+        {to_pacer}
         updated_at = now()
     WHERE id = :id AND {p}_claimed_by = :worker AND {p}_attempts = :attempt_no
       AND ({p}_state = 'IN_FLIGHT' OR ({p}_state = 'UNCONFIRMED' AND :sent))
@@ -86,7 +102,7 @@ person AS (
     WHERE :release_person AND cr.campaign_id = l.campaign_id
       AND cr.recipient_id = l.recipient_id AND cr.dm_log_id = l.id
     RETURNING cr.dm_log_id
-){follow_up}
+){backlog}{follow_up}
 SELECT (SELECT count(*) FROM leg) AS legs, (SELECT count(*) FROM attempt) AS attempts,
        {follow_up_columns}
 """  # noqa: S608 - column names from the Leg enum; every value is a bound parameter
@@ -130,6 +146,7 @@ async def record(
         "release_person": update.release_person,
     }
     if claim.leg is Leg.PRIVATE_REPLY:
+        params["to_pacer"] = update.to_pacer
         params["evidence"] = json.dumps(update.evidence) if update.evidence else None
         sent = update.state is LegState.SENT
         params |= follow_up_params(update.follow_up if sent else None)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from redis.exceptions import RedisError
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.accounts.tokens import MissingTokenError, open_access_token
@@ -60,7 +60,7 @@ from app.delivery.send.legs import (
     Recorded,
 )
 from app.delivery.send.outcomes import AttemptContext, call_report, failure_update, sent_update
-from app.delivery.send.scheduling import enqueue_delivery, enqueue_verification
+from app.delivery.send.scheduling import enqueue_delivery, enqueue_verification, kick_pacer
 from app.delivery.send.throttle import Throttle
 from app.instagram.classify import AccountAction, Verdict, classify_error
 from app.instagram.graph import GraphApiError, GraphError, Usage
@@ -291,8 +291,10 @@ async def observe_pace(run: Run, usage: Usage, code: int | None) -> None:
     try:
         observed = await throttle.observe(account_id, usage, code=code)
         if observed is not None and observed.changed:
-            await pacer.pace_changed(resources, account_id, observed.hold_s)
-    except (RedisError, OSError, OperationalError, InterfaceError) as exc:
+            await pacer.pace_changed(
+                resources, throttle, run.delivery.workspace_id, account_id, observed.hold_s
+            )
+    except (RedisError, OSError, SQLAlchemyError) as exc:
         logger.warning("could not note the pace of account %s: %s", account_id, exc)
 
 
@@ -344,6 +346,9 @@ async def send_claimed(
     recorded = await record(run, claim, report, update)
     if recorded and update.state is LegState.UNCONFIRMED:
         await enqueue_verification(run.resources.queue, delivery.id)
+    if recorded and update.to_pacer:
+        due = update.next_attempt_at.timestamp() if update.next_attempt_at else 0
+        await kick_pacer(run.resources.queue, [delivery.account_id], at=due)
     if recorded.follow_up_id is not None:
         run.report.notes.append(f"follow-up {recorded.follow_up_id} scheduled")
         await enqueue_delivery(
@@ -423,7 +428,10 @@ async def failure(run: Run, claim: Claim, verdict: Verdict, *, private: bool) ->
     delivery = run.delivery
     now = datetime.now(UTC)
     wait_until: datetime | None = None
-    schedule = verdict.outcome is AttemptClass.RETRYABLE
+    # A comment's private reply refused for the account's pace waits for the pacer
+    # (`send_claimed` kicks it), not for a job of its own.
+    paced = private and run.is_comment
+    schedule = verdict.outcome is AttemptClass.RETRYABLE and not (paced and verdict.pace_limited)
     if verdict.account_action is AccountAction.PAUSE:
         wait_until = await account_state.pause_for_policy_block(
             run.resources, delivery.account_id, now=now, detail=verdict.message or ""
@@ -451,6 +459,7 @@ async def failure(run: Run, claim: Claim, verdict: Verdict, *, private: bool) ->
         deadline_at=delivery.deadline_at,
         quota_month=claim.quota_month,
         earlier_ambiguous=earlier_ambiguous,
+        paced=paced,
     )
     update = failure_update(verdict, ctx, account_wait_until=wait_until, private=private)
     if schedule and update.state is LegState.PENDING and update.next_attempt_at is not None:

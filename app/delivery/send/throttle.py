@@ -8,15 +8,18 @@ once one is spent), and a refusal for a rate limit has its code (4, 17, 32, 613,
 - **slowed**: usage at or above `SLOW_FROM` percent, or a rate-limit code with no stated
   wait: the pacer hands out only a share of its usual rate (`share`: the less headroom, the
   smaller; the least after a refusal), so the account slows down before Meta refuses. It
-  holds for `slow_hold_s` after the last answer that said so, then lapses;
+  holds for `slow_hold_s` after the last answer that said so (at least `REFUSAL_HOLD_MIN_S`
+  after a refusal), then lapses. Meanwhile no job takes a slot of its own: every send goes
+  through the pacer, one grant per step of the slowed pace (`budget`);
 - **paused**: a rate-limit code with `estimated_time_to_regain_access`: no slot at all is
   taken (the budget's scripts refuse, `budget.PACE_KEY`) until that time has passed, then the
   pause lapses on its own;
 - **normal**: neither (the key is absent).
 
-A change wakes the account's pacer at once and again when it lapses; the pacer records each
-change it sees as an operational event (`note_mode`: slowed, paused, back to normal) and
-paces accordingly. Times come from the Redis server.
+A change wakes the account's pacer at once and again when it lapses; each change is recorded
+once as an operational event by whoever notes it first (`note_mode`: slowed, paused, back to
+normal; the send that saw it, or the pacer), and the pacer paces accordingly. Times come from
+the Redis server.
 """
 
 from __future__ import annotations
@@ -27,15 +30,20 @@ from typing import Any
 from redis.asyncio import Redis
 
 from app.delivery.send.budget import PACE_KEY
+from app.instagram.classify import PACE_LIMIT_CODES
 from app.instagram.graph import Usage
 
 _KEY = PACE_KEY
 _SEEN = "oncereply:pr-pace-seen:{account_id}"
 
 SLOW_FROM = 75.0
+# A refusal with no stated wait keeps the account slowed at least this long, whatever the
+# budget's window: Meta's own limits do not shrink with a window a benchmark compresses, and a
+# refused send gives its slot back, so a pace back to normal a second later refuses again.
+REFUSAL_HOLD_MIN_S = 30.0
 MIN_SHARE = 0.1
 _MEASURES = ("call_count", "total_time", "total_cputime")
-RATE_LIMIT_CODES = frozenset({4, 17, 32, 613, 80002})
+RATE_LIMIT_CODES = PACE_LIMIT_CODES
 NORMAL, SLOWED, PAUSED = "normal", "slowed", "paused"
 
 # KEYS[1] the pace hash; ARGV: mode (slowed|paused), share, hold ms. A pause only ever
@@ -116,7 +124,8 @@ class Throttle:
             minutes = usage.regain_access_minutes
             if minutes:
                 return await self._set(account_id, PAUSED, 0.0, minutes * 60.0)
-            return await self._set(account_id, SLOWED, MIN_SHARE, slow_hold_s(self.window_s))
+            hold_s = max(slow_hold_s(self.window_s), REFUSAL_HOLD_MIN_S)
+            return await self._set(account_id, SLOWED, MIN_SHARE, hold_s)
         percent = usage_percent(usage)
         if percent < SLOW_FROM:
             return None

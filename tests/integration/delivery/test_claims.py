@@ -46,7 +46,7 @@ async def test_sixteen_concurrent_claims_on_one_leg_one_wins(world: World) -> No
 
 async def test_the_attempt_budget_holds_across_separate_jobs(world: World) -> None:
     row = await world.comment()
-    world.admin.add_fault("messages", "reject", code=4)
+    world.admin.add_fault("messages", "reject", code=80006)
     for attempt in (1, 2, 3):
         report = await deliver(world.resources, worker_id=f"job{attempt}", dm_log_id=row.id)
         log = await world.log(row.id)

@@ -21,8 +21,11 @@ from app.delivery.recovery import sweeps
 from app.delivery.recovery.inbox_check import verify_unconfirmed
 from app.delivery.recovery.manual_retry import RetryStatus
 from app.delivery.send.dispatch import deliver
+from app.delivery.send.outcomes import PACED_RETRY
 from tests.integration.delivery.conftest import SEND_TIMEOUT_S, World
+from tests.integration.delivery.pacing import run_pacer
 from tests.support.links import target_of
+from tests.support.webhooks import pending_keys
 
 AMBIGUOUS = {
     "code 1 after delivery": {"action": "deliver_then_error", "code": 1},
@@ -68,15 +71,18 @@ async def test_ambiguous_outcomes_are_unconfirmed_and_never_resent(
     assert log.pr_evidence["confirmed_by"] == "conversations_api"
 
 
-RETRYABLE = [
+# Rate limits of the account's pace: the row waits for the account's pacer.
+PACE_LIMITS = [
     (4, None),
     (17, None),
     (32, None),
     (613, None),
     (613, 2534040),
     (80002, None),
-    (80006, None),
 ]
+# Retryable refusals that say nothing about the Instagram account's pace (Messenger's
+# business-use-case limit): retried on the attempt budget's schedule.
+RETRYABLE = [(80006, None)]
 FINAL = [
     (10, 2534022, LegState.SKIPPED_WINDOW_EXPIRED),
     (10, None, LegState.FAILED),
@@ -87,6 +93,45 @@ FINAL = [
     (200, None, LegState.FAILED),
     (200, 2534041, LegState.FAILED),
 ]
+
+
+@pytest.mark.parametrize(("code", "subcode"), PACE_LIMITS)
+async def test_a_rate_limit_leaves_the_reply_to_the_accounts_pacer(
+    world: World, code: int, subcode: int | None
+) -> None:
+    row = await world.comment()
+    world.admin.add_fault("messages", "reject", code=code, subcode=subcode, times=1)
+    report = await deliver(world.resources, worker_id="w", dm_log_id=row.id)
+    assert report.private == "PENDING"
+    log = await world.log(row.id)
+    # The account's pace, not this message: the attempt is given back, no fixed retry time.
+    assert (log.pr_attempts, log.pr_next_attempt_at, log.pr_granted_at) == (0, None, None)
+    assert log.pr_error_code == code
+    assert log.pr_error_message is not None
+    assert log.pr_error_message.endswith(PACED_RETRY)
+    [attempt] = await world.attempts(row.id)
+    assert attempt.classification is AttemptClass.RETRYABLE
+    assert attempt.meta_code == code
+    assert world.inbox("jane.doe") == []
+    async with world.resources.sessionmaker() as session:
+        account = await session.get(InstagramAccount, world.account_id)
+        assert account is not None
+        assert account.pr_backlog_since is not None
+    keys = await pending_keys(world.resources)
+    assert not [k for k in keys if k.startswith("deliver:")], "the row holds no job of its own"
+    # A job that meets the row now (the relay, a duplicate) leaves it to the pacer.
+    early = await deliver(world.resources, worker_id="early", dm_log_id=row.id)
+    assert early.private == "waiting for budget"
+    # The worker runs the pacer the send woke; it grants the row, whose job sends it.
+    run = await run_pacer(world.resources)
+    assert [report.granted for report in run.paced] == [1]
+    assert [(dm_log_id, report.private) for dm_log_id, report in run.delivered] == [
+        (row.id, "SENT")
+    ]
+    log = await world.log(row.id)
+    assert (log.pr_state, log.pr_attempts) == (LegState.SENT, 1)
+    assert len(world.inbox("jane.doe")) == 1
+    assert world.stats(row.trigger_id)["send_requests"] == 2
 
 
 @pytest.mark.parametrize(("code", "subcode"), RETRYABLE)
@@ -117,7 +162,7 @@ async def test_a_retryable_rejection_is_retried_after_5_then_15_minutes_then_fai
     world: World,
 ) -> None:
     row = await world.comment()
-    world.admin.add_fault("messages", "reject", code=613, subcode=2534040)
+    world.admin.add_fault("messages", "reject", code=80006)
     waits = []
     for attempt in (1, 2):
         started = datetime.now(UTC)
@@ -345,7 +390,7 @@ async def test_manual_retry_of_an_unconfirmed_send_confirmed_by_2534025(world: W
 
 async def test_manual_retry_of_a_failed_send_gets_a_fresh_budget(world: World) -> None:
     row = await world.comment()
-    fault = world.admin.add_fault("messages", "reject", code=4)
+    fault = world.admin.add_fault("messages", "reject", code=80006)
     for _ in range(3):
         await deliver(world.resources, worker_id="w", dm_log_id=row.id)
         await world.execute(

@@ -1,27 +1,41 @@
 """Adaptive throttling: Meta's usage headers slow an account's pacer before Meta refuses, a
-rate-limit code pauses it, and both lapse by themselves; each change is an operational event."""
+rate-limit code pauses it, and both lapse by themselves; each change is an operational event,
+recorded once. While slowed, every send of the account goes through its pacer at the slowed
+share, and a send refused for the account's pace waits for the pacer again, earliest deadline
+first. The pacer runs as the worker runs it (`pacing`)."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import time
+from datetime import timedelta
 
 from sqlalchemy import select
 
-from app.db.models import LegState, OperationalEvent
+from app.db.models import AttemptClass, LegState, OperationalEvent
+from app.delivery.send.budget import PACE_KEY
 from app.delivery.send.dispatch import deliver
 from app.delivery.send.pacer import pace_account
-from app.delivery.send.throttle import MIN_SHARE, NORMAL, PAUSED, SLOWED, Throttle
+from app.delivery.send.scheduling import kick_pacer
+from app.delivery.send.throttle import (
+    MIN_SHARE,
+    NORMAL,
+    PAUSED,
+    REFUSAL_HOLD_MIN_S,
+    SLOWED,
+    Throttle,
+)
 from app.resources import Resources
 from tests.integration.delivery.conftest import World
+from tests.integration.delivery.pacing import run_pacer, run_pacer_until
 
 WINDOW_S = 60.0  # slowed for 5 s after a high-usage answer
 
 
-def _paced(resources: Resources, cap: int) -> Resources:
+def _paced(resources: Resources, cap: int, window_s: float = WINDOW_S) -> Resources:
     settings = dataclasses.replace(
-        resources.settings, private_replies_per_hour=cap, private_reply_window_s=WINDOW_S
+        resources.settings, private_replies_per_hour=cap, private_reply_window_s=window_s
     )
     return dataclasses.replace(resources, settings=settings)
 
@@ -57,8 +71,10 @@ async def test_high_usage_slows_the_pace_and_it_recovers_by_itself(world: World)
     pace = await throttle.current(world.account_id)
     assert pace.mode == SLOWED
     assert pace.share < 1
-    # In a backlog the pacer hands out one slot at a time, although 42 are free.
-    await world.execute("UPDATE instagram_accounts SET pr_backlog_since = now()")
+    # Recorded by the send that saw it: in a short window it may lapse before the pacer runs.
+    assert await _events(world) == ["pace_slowed"]
+    # Slowed, no job takes a slot of its own: the next comment waits for the pacer, which
+    # hands out one slot at a time, although 42 are free, however often it is woken.
     assert (await deliver(resources, worker_id="w", dm_log_id=rows[8].id)).private == (
         "waiting for budget"
     )
@@ -66,6 +82,8 @@ async def test_high_usage_slows_the_pace_and_it_recovers_by_itself(world: World)
     assert (slowed.pace, slowed.granted) == (SLOWED, 1)
     assert slowed.next_run_in_s is not None
     assert slowed.next_run_in_s > 0
+    woken = await pace_account(resources, world.account_id)
+    assert (woken.pace, woken.granted) == (SLOWED, 0)
     assert await _events(world) == ["pace_slowed"]
 
     world.admin.update_settings(private_replies_per_hour=100_000)
@@ -86,12 +104,24 @@ async def test_a_rate_limit_with_a_stated_wait_pauses_every_send_of_the_account(
     rows = [await world.comment(fan) for fan in fans]
     for row in rows[:2]:
         assert (await deliver(resources, worker_id="w", dm_log_id=row.id)).private == "SENT"
-    assert (await deliver(resources, worker_id="w", dm_log_id=rows[2].id)).private == "PENDING"
+    # Usage at 100 %: slowed before Meta refuses, the next comment goes through the pacer...
+    assert (await throttle.current(world.account_id)).mode == SLOWED
+    assert (await deliver(resources, worker_id="w", dm_log_id=rows[2].id)).private == (
+        "waiting for budget"
+    )
+    # ...and Meta refuses it all the same, stating when access returns.
+    run = await run_pacer(resources)
+    assert sum(p.granted for p in run.paced) == 1
+    assert [(i, r.private) for i, r in run.delivered] == [(rows[2].id, "PENDING")]
     log = await world.log(rows[2].id)
-    assert (log.pr_state, log.pr_error_code) == (LegState.PENDING, 613)
+    assert (log.pr_state, log.pr_error_code, log.pr_attempts) == (LegState.PENDING, 613, 0)
+    assert log.pr_granted_at is None
     pace = await throttle.current(world.account_id)
     assert pace.mode == PAUSED
     assert 30 < pace.remaining_s <= 3600
+    # Not before Meta said: the row waits for the pacer past the stated time.
+    assert log.pr_next_attempt_at is not None
+    assert abs((log.pr_next_attempt_at - log.updated_at).total_seconds() - pace.remaining_s) < 30
     # No job takes a slot while Meta asked to wait: the comment waits for the pacer...
     assert (await deliver(resources, worker_id="w", dm_log_id=rows[3].id)).private == (
         "waiting for budget"
@@ -101,8 +131,23 @@ async def test_a_rate_limit_with_a_stated_wait_pauses_every_send_of_the_account(
     assert (paused.pace, paused.granted) == (PAUSED, 0)
     assert paused.next_run_in_s is not None
     assert abs(paused.next_run_in_s - pace.remaining_s) < 30
-    assert await _events(world) == ["pace_paused"]
+    assert await _events(world) == ["pace_slowed", "pace_paused"]
     assert world.stats(rows[3].trigger_id)["send_requests"] == 0
+
+    # The pause runs out (its time made to pass, here) and Meta allows sends again: the
+    # pacer's next run resumes the usual pace, and the comments go oldest first.
+    world.admin.update_settings(private_replies_per_hour=100_000)
+    await resources.redis.pexpire(PACE_KEY.format(account_id=world.account_id), 1)
+    await world.execute(
+        "UPDATE dm_logs SET pr_next_attempt_at = now() WHERE id = :id", id=rows[2].id
+    )
+    await _until_normal(throttle, world.account_id)
+    await kick_pacer(resources.queue, [world.account_id])
+    run = await run_pacer(resources)
+    assert {p.pace for p in run.paced} == {NORMAL}
+    assert sum(p.granted for p in run.paced) == 3
+    assert [(i, r.private) for i, r in run.delivered] == [(r.id, "SENT") for r in rows[2:]]
+    assert await _events(world) == ["pace_slowed", "pace_paused", "pace_resumed"]
 
 
 async def test_a_rate_limit_with_no_stated_wait_slows_the_pace_to_the_least(
@@ -116,5 +161,69 @@ async def test_a_rate_limit_with_no_stated_wait_slows_the_pace_to_the_least(
     assert (await deliver(resources, worker_id="w", dm_log_id=rows[0].id)).private == "PENDING"
     pace = await throttle.current(world.account_id)
     assert (pace.mode, pace.share) == (SLOWED, MIN_SHARE)
-    await _until_normal(throttle, world.account_id)
-    assert (await deliver(resources, worker_id="w", dm_log_id=rows[1].id)).private == "SENT"
+    # Held at least 30 s, however short the budget's window: Meta's limits do not shrink.
+    assert REFUSAL_HOLD_MIN_S - 5 < pace.remaining_s <= REFUSAL_HOLD_MIN_S
+    # Recorded at once: in a short window the slow-down may lapse before the pacer runs.
+    assert await _events(world) == ["pace_slowed"]
+    # The refused comment waits for the pacer, which the send woke: one grant a step, oldest
+    # first, so it goes before the comments that came after it.
+    run = await run_pacer(resources)
+    assert {p.pace for p in run.paced} == {SLOWED}
+    assert sum(p.granted for p in run.paced) == 1
+    assert [(i, r.private) for i, r in run.delivered] == [(rows[0].id, "SENT")]
+    log = await world.log(rows[0].id)
+    assert (log.pr_state, log.pr_attempts) == (LegState.SENT, 1)
+    assert world.stats(rows[0].trigger_id)["send_requests"] == 2
+    assert await _events(world) == ["pace_slowed"]
+
+
+async def test_a_code_4_mid_backlog_holds_rows_back_then_sends_them_in_deadline_order(
+    world: World,
+) -> None:
+    """Meta's per-second limit reached in the middle of a backlog: the refused rows wait for
+    the pacer, with their attempts given back, and go out later, oldest comment first, each
+    once; the pacer, slowed, grants one row a step whoever wakes it."""
+    resources = _paced(world.resources, 50, window_s=10.0)
+    throttle = Throttle(resources.redis, window_s=10.0)
+    fans = [await world.new_fan(f"fan.{n}") for n in range(8)]
+    # Made newest first, so id order and deadline order disagree.
+    rows = [await world.comment(fan, age=timedelta(hours=n)) for n, fan in enumerate(fans)]
+    by_deadline = sorted(rows, key=lambda r: (r.deadline_at, r.id))
+    world.admin.update_settings(sends_per_second=2)
+    await world.execute("UPDATE instagram_accounts SET pr_backlog_since = now()")
+    await kick_pacer(resources.queue, [world.account_id])
+
+    async def all_final() -> bool:
+        states = [(await world.log(r.id)).pr_state for r in rows]
+        return LegState.PENDING not in states
+
+    runs = await run_pacer_until(resources, all_final)
+    assert runs[0].paced[0].pace == NORMAL
+    assert runs[0].paced[0].granted == len(rows)
+    # Every row final and sent exactly once.
+    for row in rows:
+        log = await world.log(row.id)
+        assert (log.pr_state, log.pr_attempts) == (LegState.SENT, 1)
+        assert world.stats(row.trigger_id)["private_replies_delivered"] == 1
+    refused = {
+        row.id
+        for row in rows
+        for attempt in await world.attempts(row.id)
+        if attempt.classification is AttemptClass.RETRYABLE and attempt.meta_code == 4
+    }
+    assert refused, "Meta's per-second limit never refused a send"
+    # Once slowed, the pacer granted at most one row a run.
+    slowed = [p for run in runs for p in run.paced if p.pace == SLOWED]
+    assert slowed
+    assert max(p.granted for p in slowed) == 1
+    assert await _events(world) == ["pace_slowed"]
+    assert (await throttle.current(world.account_id)).mode == SLOWED
+    # The rows held back went out later, in deadline order.
+    sent_order = [
+        m["comment_id"]
+        for m in sorted(world.admin.messages(account="sunny.bakes"), key=lambda m: m["time"])
+        if m.get("comment_id")
+    ]
+    held_back = [r.trigger_id for r in by_deadline if r.id in refused]
+    assert [c for c in sent_order if c in held_back] == held_back
+    assert sorted(sent_order) == sorted(r.trigger_id for r in rows)

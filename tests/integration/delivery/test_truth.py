@@ -197,7 +197,7 @@ async def test_2534025_after_an_ambiguous_attempt_is_proof_even_after_a_failed_r
         "UNCONFIRMED"
     )
     await world.retry(row.id, confirm=True)
-    limited = world.admin.add_fault("messages", "reject", code=4)
+    limited = world.admin.add_fault("messages", "reject", code=80006)
     for _ in range(3):
         await deliver(world.resources, worker_id="w", dm_log_id=row.id)
         await world.execute(
