@@ -182,3 +182,18 @@ async def test_copies_racing_zone_changes_count_each_person_day_once(
     assert sum(expected.values()) > 0
     assert await kept_days(resources, owner) == expected
     assert await funnel_days(resources, owner, final, now) == expected
+
+
+async def test_a_zone_postgresql_does_not_know_counts_in_utc(resources: Resources) -> None:
+    """A stored zone PostgreSQL's tz database lacks (newer in Python's) never stops a copy: the
+    days are kept in UTC, as the dashboard then shows them."""
+    now = datetime.now(UTC)
+    owner = await creator(resources, "Mars/Olympus_Mons")
+    links = await link_dms(resources, owner, 5)
+    await copy_clicks(resources.engine, clicks_around_midnights(links, now, 30))
+    async with resources.engine.connect() as conn:
+        copied = await conn.scalar(text("SELECT count(*) FROM link_clicks"))
+    assert copied == 30
+    expected = await people_per_day(resources, owner, ZoneInfo("UTC"))
+    assert await kept_days(resources, owner) == expected
+    assert await funnel_days(resources, owner, ZoneInfo("UTC"), now) == expected
