@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.bounds import id_in_range
 from app.db.models import AccountStatus, Campaign, CampaignStatus, InstagramAccount
 
 # The daily refresh renews tokens that expire within 10 days; past that, warn the creator.
@@ -126,6 +127,8 @@ async def list_usable_accounts(session: AsyncSession, workspace_id: int) -> list
 async def get_account_card(
     session: AsyncSession, workspace_id: int, account_id: int
 ) -> AccountCard | None:
+    if not id_in_range(account_id):
+        return None  # an id past `bigint` (from a query string): no row has it
     row = (
         await session.execute(_card_query(workspace_id).where(InstagramAccount.id == account_id))
     ).one_or_none()
@@ -135,6 +138,8 @@ async def get_account_card(
 async def get_account(
     session: AsyncSession, workspace_id: int, account_id: int
 ) -> InstagramAccount | None:
+    if not id_in_range(account_id):
+        return None  # an id past `bigint` (from a query string): no row has it
     return (
         await session.execute(
             select(InstagramAccount).where(

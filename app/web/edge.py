@@ -6,15 +6,18 @@ PostgreSQL's `bigint` (or zero, or negative) would only fail inside the query, a
 character cannot be in any PostgreSQL text, so a path segment or query string carrying one
 would fail there too. This middleware answers 404 (a path) or 400 (a query string) before any
 handler runs, so every route, present and future, gets the same answer without checking its
-own. Query values and forms are parsed with `app.db.bounds` by the code that reads them.
+own. `forms_without_nul` does the same for a form's body (400), which it reads first and hands
+on unchanged. Query values and forms are parsed with `app.db.bounds` by the code that reads
+them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
+from litestar.enums import ScopeType
 from litestar.exceptions import NotFoundException, ValidationException
-from litestar.types import ASGIApp, Receive, Scope, Send
+from litestar.types import ASGIApp, HTTPRequestEvent, Receive, ReceiveMessage, Scope, Send
 
 from app.db.bounds import id_in_range
 
@@ -22,6 +25,7 @@ from app.db.bounds import id_in_range
 # thousand; a longer one (a static file's path) would fail as an OSError inside the handler.
 MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 2048
+_FORM_TYPES = (b"application/x-www-form-urlencoded", b"multipart/form-data")
 
 
 def _text_segment_ok(value: str) -> bool:
@@ -51,3 +55,68 @@ def path_ids_in_range(app: ASGIApp) -> ASGIApp:
         await app(scope, receive, send)
 
     return middleware
+
+
+def _form_type(scope: Scope) -> bytes | None:
+    for name, value in scope.get("headers") or ():
+        if name == b"content-type":
+            kind = value.split(b";", 1)[0].strip().lower()
+            return kind if kind in _FORM_TYPES else None
+    return None
+
+
+def _declared_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers") or ():
+        if name == b"content-length":
+            return int(value) if value.isdigit() else None
+    return None
+
+
+def forms_without_nul(max_body_bytes: int) -> Callable[[ASGIApp], ASGIApp]:
+    """Middleware: 400 for a form body carrying a NUL, raw or `%00`-escaped (no form of ours
+    takes a file, so a multipart body has none either). The body is read here, up to
+    `max_body_bytes`, and replayed to the handler; a longer one is handed on unread, for the
+    app's body limit to refuse."""
+
+    def wrap(app: ASGIApp) -> ASGIApp:
+        async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+            kind = _form_type(scope) if scope["type"] == ScopeType.HTTP else None
+            declared = _declared_length(scope)
+            if kind is None or (declared is not None and declared > max_body_bytes):
+                await app(scope, receive, send)
+                return
+            body = bytearray()
+            more = True
+            while more and len(body) <= max_body_bytes:
+                message = await receive()
+                if message["type"] != "http.request":
+                    await app(scope, _replay(message, receive), send)
+                    return
+                body += message.get("body", b"")
+                more = message.get("more_body", False)
+            if not more and (b"\x00" in body or (kind == _FORM_TYPES[0] and b"%00" in body)):
+                raise ValidationException("The form carries a NUL character.")
+            first: HTTPRequestEvent = {
+                "type": "http.request",
+                "body": bytes(body),
+                "more_body": more,
+            }
+            await app(scope, _replay(first, receive), send)
+
+        return middleware
+
+    return wrap
+
+
+def _replay(first: ReceiveMessage, receive: Receive) -> Receive:
+    """`receive` with `first` given back before anything else."""
+    given = False
+
+    async def replay() -> ReceiveMessage:
+        nonlocal given
+        if given:
+            return await receive()
+        given = True
+        return first
+
+    return replay

@@ -12,6 +12,7 @@ framework's request objects would cost more than the work.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
@@ -38,6 +39,11 @@ _COMMON = [
 ]
 
 
+# In the app's JSON error shape (`app/web/errors.py`): a link is only ever opened.
+_WRONG_METHOD = json.dumps({"status_code": 405, "detail": "A link is opened with GET."}).encode()
+_JSON = (b"content-type", b"application/json")
+
+
 # A mount, since Litestar's ASGI routes take no path parameters. A mount answers every path
 # that merely starts with its own (`/l` took `/login`), so its prefix must begin no other
 # route (`tests/integration/test_tracked_links.py` checks). It hands the middleware the path
@@ -54,7 +60,7 @@ async def tracked_link(scope: Scope, receive: Receive, send: Send) -> None:
     links: LinkService = state.links
     method = scope.get("method", "GET")
     if method not in {"GET", "HEAD"}:
-        await _respond(send, 405, b"", [(b"allow", b"GET, HEAD")])
+        await _respond(send, 405, _WRONG_METHOD, [(b"allow", b"GET, HEAD"), _JSON])
         return
     token = _token_of(scope["path"])
     target = read_token(links.key, token)

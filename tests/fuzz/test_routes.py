@@ -4,10 +4,21 @@ web process: path parameters, query strings, form fields and headers full of odd
 strings), signed and unsigned webhook bodies (deep nesting, huge numbers), as the owner, a
 member and a stranger.
 
-Each request fails the test when it gets a 5xx, an answer over `MAX_ANSWER_BYTES`, or when
-it held the web process's event loop `STALL_S` or longer (the process logs its own stalls,
-`tests.support.loop_stalls`; a stall counts only if the same request stalls again on each of
-two replays, so a busy machine descheduling the process is not a finding).
+Beside them, a fixed hostile sweep on every route (`test_route_refuses_hostile_requests_clearly`),
+written byte for byte (`tests.support.raw_http`) so nothing is cleaned up on the way: a method
+the route does not take, ids no row can have, path traversal raw and escaped, invalid UTF-8
+and NUL in the path, the query and the form, numbers past int64, forms past the body limit,
+wrong content types (bad JSON, multipart without a boundary, UTF-16), overlong and undecodable
+headers, bad webhook bodies signed correctly; as the owner, and in part as a member and a
+stranger.
+
+Each request fails the test when it gets a 5xx, a body with a stack trace in it, a refusal
+that is neither an HTML page with words in it nor JSON with a `detail`, an answer over
+`MAX_ANSWER_BYTES`, or when it held the web process's event loop `STALL_S` or longer (the
+process logs its own stalls, `tests.support.loop_stalls`; a stall counts only if the same
+request stalls again on each of two replays, so a busy machine descheduling the process is
+not a finding). The one refusal allowed to be plain text is the HTTP server's own, for a
+request line it cannot parse: the app never sees that request.
 
 The routes are read from `create_app(...).routes` when the tests are collected, so a route
 added later is fuzzed without a change here. `FUZZ_PROFILE=short` (the default, in `make
@@ -23,6 +34,7 @@ import json
 import os
 import re
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -37,6 +49,7 @@ from app.settings import load_settings
 from tests.support.fuzz_target import Target
 from tests.support.infra import base_env
 from tests.support.loop_stalls import stalls_in
+from tests.support.raw_http import RawAnswer, raw_request
 
 PROFILES = {"short": 6, "long": 150}
 EXAMPLES = PROFILES[os.environ.get("FUZZ_PROFILE", "short")]
@@ -46,6 +59,17 @@ STALL_S = 0.2
 # a stranger's; the stranger still tries them.
 SIGNED_IN_SKIPS = {("POST", "/logout"), ("POST", "/team/leave")}
 _PARAM = re.compile(r"\{(?P<name>[^:}]+)(?::(?P<kind>[^}]+))?\}")
+SERVER_REFUSAL = "Invalid HTTP request received."
+# Text only an answer leaking a stack trace or an exception's repr would hold.
+TRACE_MARKERS = (
+    "Traceback (most recent call last)",
+    'File "/',
+    "sqlalchemy.exc",
+    "psycopg.errors",
+    "litestar.exceptions",
+    "UnicodeDecodeError",
+    "ValueError(",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,16 +286,39 @@ def _grouped(pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
     return grouped
 
 
-def _stalled(target: Target, attempt: Attempt) -> float | None:
-    """The longest stall this request caused, if it caused one each of three times."""
+def _stalled(target: Target, replay: Callable[[], object]) -> float | None:
+    """The longest stall the request just sent caused, if it caused one each of three times."""
     worst = 0.0
     for _ in range(3):
         stalls = stalls_in(target.log.read(), at_least_s=STALL_S)
         if not stalls:
             return None
         worst = max(worst, *(s.seconds for s in stalls))
-        _send(target, attempt)
+        replay()
     return worst if stalls_in(target.log.read(), at_least_s=STALL_S) else None
+
+
+def _check_answer(what: object, status: int, headers: Mapping[str, str], body: str) -> None:
+    """No server error, no stack trace, and a refusal a person or a script can read."""
+    assert status < 500, (what, status, body[:500])
+    for marker in TRACE_MARKERS:
+        assert marker not in body, (what, status, marker, body[:2000])
+    if status < 400:
+        return
+    content_type = headers.get("content-type", "")
+    if "content-security-policy" not in headers and status == 400:
+        # The HTTP server's own refusal of a request it cannot parse (bytes that are not
+        # ASCII in the request line): the app never saw it.
+        assert body == SERVER_REFUSAL, (what, status, body[:500])
+        return
+    assert content_type.startswith(("text/html", "application/json")), (what, status, content_type)
+    if content_type.startswith("application/json"):
+        detail = json.loads(body).get("detail")
+        assert isinstance(detail, str), (what, status, body[:500])
+        assert detail.strip(), (what, status, body[:500])
+    else:
+        words = re.sub(r"\s+", " ", re.sub(r"<[^>]*>", " ", body)).strip()
+        assert len(words) >= 8, (what, status, body[:500])
 
 
 @pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")
@@ -287,10 +334,262 @@ def test_route_survives_odd_requests(target: Target, route: Route) -> None:
     def one(attempt: Attempt) -> None:
         answer = _send(target, attempt)
         target.requests[route.id] += 1
-        assert answer.status_code < 500, (attempt, answer.status_code, answer.text[:500])
+        _check_answer(attempt, answer.status_code, answer.headers, answer.text)
         assert len(answer.content) <= MAX_ANSWER_BYTES, (attempt, len(answer.content))
-        stall = _stalled(target, attempt)
+        stall = _stalled(target, lambda: _send(target, attempt))
         assert stall is None, (attempt, f"held the event loop {stall:.3f} s")
 
     target.log.skip()
     one()
+
+
+# --- the hostile sweep: the same fixed set of bad requests on every route ------------------
+
+# What a path parameter is given: ids no row can have or no int parser takes, and text no
+# handler can look up (traversal, invalid UTF-8 raw and escaped, a NUL, an overlong name).
+BAD_IDS = [
+    b"abc",
+    b"-1",
+    b"18446744073709551616",
+    b"9" * 40,
+    b"1e3",
+    b"%EF%BC%91",
+    b"%FF",
+    b"1%00",
+]
+BAD_TEXT = [
+    b"..%2F..%2F..%2Fetc%2Fpasswd",
+    b"%C0%AE%C0%AE%C0%AF",
+    b"%FF%FE",
+    b"\xff\xfe",
+    b"%00",
+    b"a" * 300,
+]
+HUB_FIELDS = ["hub.mode", "hub.verify_token", "hub.challenge", "range", "kind", "page"]
+
+
+def _every_field(value: bytes) -> bytes:
+    """Each field name given `value`; the email is a new one each time (with `value` in it),
+    so the sign-in throttle, which slows repeated failures for one email, is not what the
+    sweep measures."""
+    email = uuid.uuid4().hex.encode() + value
+    return b"&".join(
+        name.encode() + b"=" + (email if name == "email" else value)
+        for name in FIELD_NAMES + HUB_FIELDS
+    )
+
+
+BAD_QUERIES = [
+    _every_field(b"%FF%FE"),
+    _every_field(b"99999999999999999999999999"),
+    b"q=\xff\xfe&from=\xc3\x28&campaign=\xff",
+    b"%00=%00",
+    b"&&&==&=%&%%%zz=%G0&q=" + b"x" * 6000,
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Hostile:
+    what: str
+    who: str
+    method: bytes
+    target: bytes  # the request target exactly as sent
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+    body: bytes = b""
+
+
+def _fill(route: Route, target: Target, bad: dict[str, bytes] | None = None) -> bytes:
+    """The route's path with each parameter given a value a row may have (or `bad`'s)."""
+    path = route.path.encode()
+    for match in _PARAM.finditer(route.path):
+        good = str(target.known_ids[0]).encode() if match.group("kind") == "int" else b"x"
+        value = (bad or {}).get(match.group("name"), good)
+        path = path.replace(match.group(0).encode(), value, 1)
+    return path + (b"/app.css" if route.mount else b"")
+
+
+def _form(who: str, target: Target, fields: bytes) -> bytes:
+    tokens = f"_csrf_token={quote(target.csrf[who])}&_idem={uuid.uuid4().hex}".encode()
+    return fields + b"&" + tokens
+
+
+def _wrong_method(route: Route) -> bytes:
+    taken = {r.method for r in ROUTES if r.path == route.path}
+    return next(m for m in (b"PATCH", b"PUT", b"DELETE") if m.decode() not in taken)
+
+
+def _hostile_bodies(route: Route, target: Target, who: str) -> list[Hostile]:
+    path = _fill(route, target)
+    form = (b"content-type", b"application/x-www-form-urlencoded")
+    csrf = (b"x-csrftoken", target.csrf[who].encode())
+    bodies: list[tuple[str, tuple[tuple[bytes, bytes], ...], bytes]] = [
+        ("form: invalid UTF-8", (form,), _form(who, target, _every_field(b"%FF%FE"))),
+        ("form: raw invalid UTF-8", (form,), _form(who, target, b"name=\xff\xfe&keywords=\xc3(")),
+        ("form: NUL", (form,), _form(who, target, _every_field(b"a%00b"))),
+        ("form: past int64", (form,), _form(who, target, _every_field(b"9" * 30))),
+        ("form: no tokens, no fields", (form,), b""),
+        ("form: 900 kB", (form,), _form(who, target, b"keywords=" + b"x," * 450_000)),
+        ("form: past the body limit", (form,), _form(who, target, b"dm_text=" + b"x" * 1_100_000)),
+        (
+            "form: UTF-16",
+            ((b"content-type", b"application/x-www-form-urlencoded; charset=utf-16"),),
+            "name=x".encode("utf-16"),
+        ),
+        ("bad JSON", ((b"content-type", b"application/json"), csrf), b'{"name": '),
+        (
+            "JSON",
+            ((b"content-type", b"application/json"), csrf),
+            b'{"name": ["x"], "keywords": 1e999}',
+        ),
+        ("multipart, no boundary", ((b"content-type", b"multipart/form-data"), csrf), b"--x\r\n"),
+        (
+            "multipart, garbage",
+            ((b"content-type", b"multipart/form-data; boundary=zz"), csrf),
+            b'--zz\r\ncontent-disposition: form-data; name="\xff"\r\n\r\n\x00\r\n--zz',
+        ),
+        ("no content type", (csrf,), _form(who, target, b"name=x")),
+    ]
+    return [Hostile(what, who, route.method.encode(), path, h, b) for what, h, b in bodies]
+
+
+def _webhook_bodies_hostile(route: Route, target: Target) -> list[Hostile]:
+    def signed(
+        body: bytes, content_type: bytes = b"application/json"
+    ) -> tuple[tuple[bytes, bytes], ...]:
+        digest = hmac.new(target.webhook_secret.encode(), body, hashlib.sha256).hexdigest()
+        return (
+            (b"x-hub-signature-256", f"sha256={digest}".encode()),
+            (b"content-type", content_type),
+        )
+
+    bodies = [
+        ("signed bad JSON", b'{"object": "instagram", "entry": [', b"application/json"),
+        ("signed invalid UTF-8", b'{"object": "\xff\xfe"}', b"application/json"),
+        ("signed form", b"object=instagram&entry=1", b"application/x-www-form-urlencoded"),
+        ("signed empty", b"", b"application/json"),
+        (
+            "signed NUL",
+            b'{"object": "instagram\\u0000", "entry": [{"id": "\\u0000"}]}',
+            b"application/json",
+        ),
+        (
+            "signed huge number",
+            b'{"object": "instagram", "entry": [{"id": ' + b"9" * 5000 + b"}]}",
+            b"application/json",
+        ),
+    ]
+    found = [
+        Hostile(what, "stranger", b"POST", route.path.encode(), signed(body, ct), body)
+        for what, body, ct in bodies
+    ]
+    found.append(
+        Hostile(
+            "unsigned bad JSON",
+            "stranger",
+            b"POST",
+            route.path.encode(),
+            ((b"content-type", b"application/json"),),
+            b"{",
+        )
+    )
+    found.append(
+        Hostile(
+            "signature not hex",
+            "stranger",
+            b"POST",
+            route.path.encode(),
+            ((b"x-hub-signature-256", b"sha256=\xff\xfe"),),
+            b"{}",
+        )
+    )
+    return found
+
+
+def _hostile(route: Route, target: Target) -> list[Hostile]:
+    owner = "stranger" if (route.method, route.path) in SIGNED_IN_SKIPS else "owner"
+    method = route.method.encode()
+    path = _fill(route, target)
+    found: list[Hostile] = []
+    for match in _PARAM.finditer(route.path):
+        bad_values = BAD_IDS if match.group("kind") == "int" else BAD_TEXT
+        for n, bad in enumerate(bad_values):
+            who = ("owner", "member", "stranger")[n % 3] if owner == "owner" else owner
+            at = _fill(route, target, {match.group("name"): bad})
+            found.append(Hostile(f"path {match.group('name')}={bad[:40]!r}", who, method, at))
+    if route.mount:
+        base = path.rsplit(b"/", 1)[0]
+        found += [
+            Hostile(f"under the mount: {bad[:40]!r}", owner, method, base + b"/" + bad)
+            for bad in BAD_TEXT
+        ]
+    found += [
+        Hostile("traversal", owner, method, path + b"/../../../../etc/passwd"),
+        Hostile("escaped traversal", owner, method, path + b"/..%2f..%2f..%2fetc%2fpasswd"),
+        Hostile("wrong method", owner, _wrong_method(route), path),
+    ]
+    for n, query in enumerate(BAD_QUERIES):
+        who = ("owner", "member", "stranger")[n % 3] if owner == "owner" else owner
+        found.append(Hostile(f"query {query[:40]!r}", who, method, path + b"?" + query))
+    found += [
+        Hostile(
+            "overlong htmx headers",
+            owner,
+            method,
+            path,
+            (
+                (b"hx-request", b"true"),
+                (b"hx-current-url", b"http://x/" + b"\xff" * 10 + b"a" * 8000),
+                (b"hx-target", b"\x00" * 100),
+            ),
+        ),
+        Hostile(
+            "garbage cookies",
+            "stranger",
+            method,
+            path,
+            ((b"cookie", b"session=\xff\xfe; csrftoken=%00; x=" + b"y" * 7000),),
+        ),
+        Hostile(
+            "odd accept", owner, method, path, ((b"accept", b"\xff/\xfe;q=x, */*;q=" + b"9" * 50),)
+        ),
+    ]
+    if route.path.startswith("/webhooks/") and route.method == "GET":
+        for challenge in (b"%FF%FE", b"\xff", b"a%00", b"x" * 5000):
+            query = b"hub.mode=subscribe&hub.verify_token=%FF&hub.challenge=" + challenge
+            found.append(
+                Hostile(f"handshake {challenge[:20]!r}", owner, method, path + b"?" + query)
+            )
+    if route.path.startswith("/webhooks/") and route.method == "POST":
+        found += _webhook_bodies_hostile(route, target)
+    elif route.method == "POST":
+        found += _hostile_bodies(route, target, owner)
+        if owner == "owner":
+            found += _hostile_bodies(route, target, "member")[:1]
+            found += _hostile_bodies(route, target, "stranger")[:1]
+    return found
+
+
+def _send_raw(target: Target, hostile: Hostile) -> RawAnswer:
+    cookies = "; ".join(f"{c.name}={c.value}" for c in target.clients[hostile.who].cookies.jar)
+    headers = (
+        [(b"accept", b"text/html")] if not any(n == b"accept" for n, _ in hostile.headers) else []
+    )
+    if cookies and not any(n == b"cookie" for n, _ in hostile.headers):
+        headers.append((b"cookie", cookies.encode()))
+    return raw_request(
+        target.base_url, hostile.method, hostile.target, [*headers, *hostile.headers], hostile.body
+    )
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=[r.id for r in ROUTES])
+def test_route_refuses_hostile_requests_clearly(target: Target, route: Route) -> None:
+    """A fixed set of hostile requests on each route: no 5xx, no stack trace, a refusal with
+    words in it (an HTML page or JSON with a `detail`), no stall of the event loop."""
+    target.log.skip()
+    for hostile in _hostile(route, target):
+        answer = _send_raw(target, hostile)
+        target.requests[route.id] += 1
+        what = (route.id, hostile.what, hostile.who, hostile.method, hostile.target[:120])
+        _check_answer(what, answer.status, answer.headers, answer.text)
+        stall = _stalled(target, lambda h=hostile: _send_raw(target, h))
+        assert stall is None, (what, f"held the event loop {stall:.3f} s")

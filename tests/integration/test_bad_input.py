@@ -244,3 +244,54 @@ async def test_a_nul_character_in_a_form_is_no_500(
             headers=HTML,
         )
         assert tried.status_code < 500, tried.text[:300]
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        (b"email=a%00b%40example.com&password=x", "application/x-www-form-urlencoded"),
+        (b"email=a\x00b&password=x", "application/x-www-form-urlencoded"),
+        (
+            b'--zz\r\ncontent-disposition: form-data; name="email"\r\n\r\na\x00b\r\n--zz--\r\n',
+            "multipart/form-data; boundary=zz",
+        ),
+    ],
+)
+async def test_a_nul_character_in_any_form_is_refused_before_any_handler(
+    settings: Settings, resources: Resources, body: bytes, content_type: str
+) -> None:
+    # The sign-in form handed it to a query: PostgreSQL refuses NUL in text (it was a 500).
+    async with signed_in_creator(settings, resources) as creator:
+        page = await creator.client.get("/login", headers=HTML)
+        answer = await creator.client.post(
+            "/login",
+            content=body,
+            headers={
+                **HTML,
+                "content-type": content_type,
+                "x-csrftoken": csrf_token(page.text),
+            },
+        )
+        assert answer.status_code == 400, answer.text[:300]
+        assert "The form carries a NUL character." in answer.text
+
+
+@pytest.mark.parametrize("picker", ["media", "stories"])
+async def test_a_post_or_story_picker_for_an_account_out_of_range_asks_for_an_account(
+    settings: Settings, resources: Resources, picker: str
+) -> None:
+    async with signed_in_creator(settings, resources) as creator:
+        for name in ("account_id", "media_account" if picker == "media" else "story_account"):
+            answer = await creator.client.get(f"/campaigns/{picker}?{name}={HUGE}", headers=HTML)
+            assert answer.status_code == 200, (name, answer.text[:300])
+            assert "Choose an account" in answer.text, (name, answer.text[:300])
+
+
+async def test_a_tracked_link_posted_to_says_how_to_open_it(
+    settings: Settings, resources: Resources
+) -> None:
+    async with signed_in_creator(settings, resources) as creator:
+        answer = await creator.client.post("/go/anything")
+        assert answer.status_code == 405
+        assert answer.headers["allow"] == "GET, HEAD"
+        assert json.loads(answer.text)["detail"] == "A link is opened with GET."
