@@ -67,6 +67,7 @@ from typing import Any, cast
 import psycopg
 import redis
 
+from bench.burst_trace import JobTrace, diagnose, read_sent_rows
 from bench.deliver import MEDIA_ID, seed
 from sandbox.client import SandboxAdmin
 from tests.support.dashboard import sandbox_env, web_env_for
@@ -292,7 +293,11 @@ def sends_per_window(times: list[float], window_s: float, started: float) -> lis
 
 
 def run(
-    size: Size, throttling: Throttling | None = None, public: Public | None = None
+    size: Size,
+    throttling: Throttling | None = None,
+    public: Public | None = None,
+    *,
+    trace: bool = False,
 ) -> dict[str, Any]:
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     database = TestDatabase.create()
@@ -300,6 +305,7 @@ def run(
     web_port = free_port()
     started_run = time.monotonic()
     counts_files = [LOG_DIR / f"burst-counts-{os.getpid()}-{k}.json" for k in range(size.workers)]
+    trace_files = [LOG_DIR / f"burst-trace-{os.getpid()}-{k}.json" for k in range(size.workers)]
     try:
         database.migrate()
         env = base_env(database.url, redis_db.url)
@@ -310,14 +316,14 @@ def run(
         }
         with start_sandbox(sandbox_extra, log_dir=LOG_DIR) as sandbox:
             admin = sandbox.admin
-            admin.update_settings(sends_per_second=10**9, private_replies_per_hour=10**9)
-            token = admin.mint_token(
-                ACCOUNT, age_seconds=2 * 86400, subscribe=["comments", "messages"]
-            )["access_token"]
-            _, _, campaign = seed(database.url, token, env["ENCRYPTION_KEY"])
-            _with_public_reply(database.url, campaign, public)
-            names = [f"surge.fan{i}" for i in range(size.comments)]
-            _parallel(size.comments, 8, _AddFans(sandbox.base_url, names))
+            names = _seed_world(
+                sandbox.base_url,
+                admin,
+                database_url=database.url,
+                env=env,
+                size=size,
+                public=public,
+            )
             app_env = {
                 **web_env_for(env, sandbox.base_url, f"http://127.0.0.1:{web_port}"),
                 "PRIVATE_REPLIES_PER_HOUR": str(size.cap),
@@ -330,7 +336,11 @@ def run(
                 Service(
                     f"burst-worker-{k}",
                     ["-m", "bench.burst", "--worker-process"],
-                    {**app_env, "BENCH_COUNTS_FILE": str(counts_files[k])},
+                    {
+                        **app_env,
+                        "BENCH_COUNTS_FILE": str(counts_files[k]),
+                        "BENCH_TRACE_FILE": str(trace_files[k]) if trace else "",
+                    },
                     LOG_DIR / f"burst-worker-{os.getpid()}-{k}.log",
                 ).start()
                 for k in range(size.workers)
@@ -361,6 +371,7 @@ def run(
             messages = [m for m in admin.messages(account=ACCOUNT) if m.get("comment_id")]
             replies = admin.replies(account=ACCOUNT) if public is not None else []
         throttle_seen, lag, public_states, made_sent = _read_outcome(database.url, first_comment_at)
+        sent_rows = read_sent_rows(database.url) if trace else []
     finally:
         redis_db.release()
         database.drop()
@@ -392,6 +403,10 @@ def run(
             held_for_dm=public_states[1],
         )
         result["ok"] = result["ok"] and result["public"]["ok"]
+    if trace:
+        result["reorder_diagnosis"] = diagnose(
+            sent_rows, trace_files, size.cap, first_comment_at, messages
+        )
     return result
 
 
@@ -437,6 +452,28 @@ def _read_outcome(
         ]
     lag = (float(lag_max or 0.0), float(lag_p99 or 0.0))
     return throttle_seen, lag, (public_states, int(held_for_dm)), made_sent
+
+
+def _seed_world(
+    base_url: str,
+    admin: SandboxAdmin,
+    *,
+    database_url: str,
+    env: dict[str, str],
+    size: Size,
+    public: Public | None,
+) -> list[str]:
+    """The account with its token and campaign (a public reply too, for `--public`), the
+    sandbox's own limits lifted, and the fans who will comment: their names."""
+    admin.update_settings(sends_per_second=10**9, private_replies_per_hour=10**9)
+    token = admin.mint_token(ACCOUNT, age_seconds=2 * 86400, subscribe=["comments", "messages"])[
+        "access_token"
+    ]
+    _, _, campaign = seed(database_url, token, env["ENCRYPTION_KEY"])
+    _with_public_reply(database_url, campaign, public)
+    names = [f"surge.fan{i}" for i in range(size.comments)]
+    _parallel(size.comments, 8, _AddFans(base_url, names))
+    return names
 
 
 def _with_public_reply(database_url: str, campaign: int, public: Public | None) -> None:
@@ -578,12 +615,15 @@ def worker_process() -> int:
     from worker.runner import build_worker
 
     jobs: Counter[str] = Counter()
+    trace = JobTrace() if os.environ.get("BENCH_TRACE_FILE") else None
     configure_logging("WARNING")
     built = build_worker(load_settings(), jobs=list(JOBS))
 
     async def count_job(ctx: dict[str, Any]) -> None:
         job = ctx.get("job")
         jobs[str(getattr(job, "function", "?"))] += 1
+        if trace is not None:
+            trace.note(job)
 
     built.add_after_process(count_job)
     try:
@@ -593,6 +633,8 @@ def worker_process() -> int:
         Path(os.environ["BENCH_COUNTS_FILE"]).write_text(
             json.dumps({"jobs": jobs, "peak_rss_mb": round(peak_mb, 1)})
         )
+        if trace is not None:
+            trace.write(Path(os.environ["BENCH_TRACE_FILE"]))
     return 0
 
 
@@ -610,6 +652,11 @@ def main() -> int:
     parser.add_argument("--throttle-rate", type=int, default=5, help="sends a second allowed")
     parser.add_argument("--public", action="store_true", help="a public reply under each comment")
     parser.add_argument("--public-cap", type=int, help="public replies per window (default --cap)")
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="add `reorder_diagnosis`: how the comments sent out of order were sent",
+    )
     parser.add_argument("--worker-process", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker_process:
@@ -635,7 +682,7 @@ def main() -> int:
         else None
     )
     public = Public(args.public_cap or size.cap) if args.public else None
-    result = run(size, throttling, public)
+    result = run(size, throttling, public, trace=args.trace)
     print(json.dumps(result, indent=2, default=str))
     return 0 if result["ok"] else 1
 

@@ -11,7 +11,12 @@ server, so workers on different hosts agree on it. Two ways to take slots:
 - `grant`: the account's pacer takes as many of the free slots as it has rows waiting, named
   after the rows (`grant_member`), and the row's job `confirm`s its slot just before the send;
   while the account is slowed, at most once per step of its pace (the pace hash's
-  `next_grant`), however often the pacer is woken meanwhile.
+  `next_grant`), however often the pacer is woken meanwhile. The private replies' budget
+  holds a granted slot until its grant lapses (`grant_hold_s`, `GRANT_TTL_S`), however long
+  its job waits in the queue: were it to age out with the window first, the pacer would hand
+  the same slot to a newer row while the older one's job was still queued, and on a busy
+  worker the older row would lose its slot again and again to newer ones. A granted job that
+  does not use its slot gives it back.
 
 A slot taken for a send is scored with the latest time Meta could count the message (now plus
 the longest a send may take, `in_flight_s`); after the call it is `stamp`ed with the time the
@@ -50,9 +55,10 @@ PRIVATE = "pr"
 PUBLIC = "pub"
 # The account's pace (`throttle`): while its mode is "paused", no slot is taken.
 PACE_KEY = "oncereply:pr-pace:{account_id}"
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-# A granted slot whose job has not claimed its row by then lost its job: it is granted again.
+# How long a grant holds its slot for its job: after that the row is granted again (its job
+# was lost), and until then no other row is granted that slot.
 GRANT_TTL_S = 120.0
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # The most rows one pacer run grants (the budget's limit may be set far above Meta's 750).
 MAX_GRANTS = 1000
 _MICROSECOND = timedelta(microseconds=1)
@@ -80,10 +86,14 @@ local function gated(step)
   if nxt > now then return nxt - now end
   return 0
 end
+-- A slot scored ahead of now (a send in flight, a grant not yet used) is counted as if used
+-- now: the soonest it can free, so whoever waits for it looks again early rather than late.
 local function wait_for(rank)
   local nth = redis.call('ZRANGE', KEYS[1], rank, rank, 'WITHSCORES')
   if nth[2] == nil then return 0 end
-  local wait = tonumber(nth[2]) + window - now
+  local at = tonumber(nth[2])
+  if at > now then at = now end
+  local wait = at + window - now
   if wait < 1 then wait = 1 end
   return wait
 end
@@ -127,8 +137,10 @@ return {0, wait_for(0)}
 )
 
 # ARGV[3] how many slots the pacer wants next time, ARGV[4] the slowed pace's step in ms (0:
-# not slowed), ARGV[5..] members in order. Takes the first members that fit: {taken, ms until
-# the oldest slot frees or the step ends (0: room left), ms until ARGV[3] slots are free}.
+# not slowed), ARGV[5] how long a grant holds its slot (ms), ARGV[6..] members in order. Takes
+# the first members that fit, each scored at the end of its hold (its job's `confirm` scores
+# it as a send): {taken, ms until the oldest slot frees or the step ends (0: room left), ms
+# until ARGV[3] slots are free}.
 _GRANT = (
     _PRELUDE
     + """
@@ -136,14 +148,15 @@ local step = tonumber(ARGV[4])
 local gate = gated(step)
 if gate > 0 then return {0, gate, gate} end
 local used = redis.call('ZCARD', KEYS[1])
+local hold = tonumber(ARGV[5])
 local taken = 0
-for i = 5, #ARGV do
+for i = 6, #ARGV do
   if used >= limit then break end
-  redis.call('ZADD', KEYS[1], now, ARGV[i])
+  redis.call('ZADD', KEYS[1], now + hold, ARGV[i])
   used = used + 1
   taken = taken + 1
 end
-if taken > 0 then redis.call('PEXPIRE', KEYS[1], window) end
+if taken > 0 then redis.call('PEXPIRE', KEYS[1], window + hold) end
 if taken > 0 and step > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
   redis.call('HSET', KEYS[3], 'next_grant', now + step)
 end
@@ -257,9 +270,11 @@ def grant_stamp(granted_at: datetime) -> int:
     return (granted_at - _EPOCH) // _MICROSECOND
 
 
-def grant_member(dm_log_id: int, granted_at: datetime) -> str:
-    """The slot the pacer granted a row, named from the row alone (so a rebuild finds it)."""
-    return f"g:{dm_log_id}:{grant_stamp(granted_at)}"
+def grant_member(dm_log_id: int, granted_at: datetime | int) -> str:
+    """The slot the pacer granted a row, named from the row alone (so a rebuild finds it);
+    `granted_at` as the row holds it or as its `grant_stamp`."""
+    stamp = granted_at if isinstance(granted_at, int) else grant_stamp(granted_at)
+    return f"g:{dm_log_id}:{stamp}"
 
 
 class BudgetUnavailableError(RedisError):
@@ -276,6 +291,7 @@ class HourlyBudget:
         history: History = _no_history,
         in_flight_s: float = 0.0,
         budget: str = PRIVATE,
+        grant_hold_s: float = 0.0,
     ) -> None:
         self._redis = redis
         self._key = _KEY.format(budget=budget)
@@ -284,6 +300,7 @@ class HourlyBudget:
         self.window_s = window_s
         self.window_ms = int(window_s * 1000)
         self.in_flight_ms = int(in_flight_s * 1000)
+        self.grant_hold_ms = int(grant_hold_s * 1000)
         self._history = history
         # Only the private replies follow the account's slowed pace; a pause stops both.
         self._slowed_refuses = "1" if budget == PRIVATE else "0"
@@ -318,7 +335,7 @@ class HourlyBudget:
         if not members:
             return Granted(0, 0.0, 0.0)
         taken, next_ms, batch_ms = await self._run(
-            self._grant, account_id, batch, int(step_s * 1000), *members
+            self._grant, account_id, batch, int(step_s * 1000), self.grant_hold_ms, *members
         )
         return Granted(int(taken), int(next_ms) / 1000.0, int(batch_ms) / 1000.0)
 

@@ -3,7 +3,8 @@
 Every private reply Meta may have counted left a `delivery_attempts` row: in flight (no
 answer yet: counted from the latest Meta could count it), sent, or ambiguous, each from when
 its answer came. A row the pacer granted a slot that has not been claimed yet holds that
-slot too, under the name it was granted (`grant_member`), so its job's `confirm` finds it.
+slot too, under the name it was granted (`grant_member`), so its job's `confirm` finds it,
+scored at the end of the grant's hold as `HourlyBudget.grant` scores it.
 Ages are computed by PostgreSQL and turned into scores by Redis, so the two clocks never have
 to agree.
 """
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from sqlalchemy import text
 
 from app.db.engine import autocommit
-from app.delivery.send.budget import PUBLIC, HourlyBudget
+from app.delivery.send.budget import GRANT_TTL_S, PUBLIC, HourlyBudget
 from app.resources import Resources
 
 _HISTORY = text(
@@ -30,10 +31,11 @@ WHERE d.account_id = :account_id AND d.trigger_kind = 'comment' AND t.leg = 'pri
 UNION ALL
 SELECT 'g:' || d.id || ':'
            || CAST(EXTRACT(EPOCH FROM d.pr_granted_at) * 1000000 AS bigint) AS member,
-       CAST(EXTRACT(EPOCH FROM now() - d.pr_granted_at) * 1000 AS bigint) AS age
+       CAST(EXTRACT(EPOCH FROM now() - d.pr_granted_at) * 1000 AS bigint)
+           - CAST(:grant_hold AS bigint) AS age
 FROM dm_logs d
 WHERE d.account_id = :account_id AND d.trigger_kind = 'comment' AND d.pr_state = 'PENDING'
-  AND d.pr_granted_at > now() - make_interval(secs => :window)
+  AND d.pr_granted_at > now() - make_interval(secs => :window + :grant_hold / 1000.0)
 """
 )
 
@@ -45,7 +47,12 @@ def account_budget(resources: Resources) -> HourlyBudget:
         async with autocommit(resources.engine) as conn:
             rows = await conn.execute(
                 _HISTORY,
-                {"account_id": account_id, "window": window_s, "in_flight": in_flight_ms},
+                {
+                    "account_id": account_id,
+                    "window": window_s,
+                    "in_flight": in_flight_ms,
+                    "grant_hold": int(GRANT_TTL_S * 1000),
+                },
             )
             return [(str(row.member), int(row.age)) for row in rows]
 
@@ -57,6 +64,7 @@ def account_budget(resources: Resources) -> HourlyBudget:
         window_s=settings.private_reply_window_s,
         history=history,
         in_flight_s=in_flight_s(settings.send_timeout_s),
+        grant_hold_s=GRANT_TTL_S,
     )
 
 

@@ -291,7 +291,12 @@ async def _take_slot(conn: AsyncConnection, run: Run, budget: HourlyBudget) -> S
     when the account has no backlog; else the row is left to the pacer (None)."""
     delivery = run.delivery
     granted_at = delivery.pr_granted_at
-    if granted_at is not None and granted_at > run.now - timedelta(seconds=GRANT_TTL_S):
+    run.grant_settled = True
+    if granted_at is not None and granted_at <= run.now - timedelta(seconds=GRANT_TTL_S):
+        granted_at = None  # lapsed: its job was lost, the pacer grants the row again
+    if run.grant is not None and (granted_at is None or run.grant != grant_stamp(granted_at)):
+        await _release_stale_grant(budget, run)
+    if granted_at is not None:
         if run.grant != grant_stamp(granted_at):
             # The pacer granted the row to another job, which sends it.
             run.report.private = "granted to the pacer's job"
@@ -312,6 +317,14 @@ async def _take_slot(conn: AsyncConnection, run: Run, budget: HourlyBudget) -> S
         await _budget_full(conn, run, taken)
         return None
     return taken
+
+
+async def _release_stale_grant(budget: HourlyBudget, run: Run) -> None:
+    """This job carries a grant of the row that lapsed (the job waited past `GRANT_TTL_S`)
+    or was replaced by a later one: its slot was never used, so it is given back."""
+    if run.grant is not None:
+        member = grant_member(run.delivery.id, run.grant)
+        await budget.release(Slot(run.delivery.account_id, member))
 
 
 async def _claim_private(conn: AsyncConnection, run: Run) -> _Held | None:

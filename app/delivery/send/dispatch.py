@@ -22,6 +22,7 @@ from app.db.engine import autocommit
 from app.db.models import LegState, TriggerKind
 from app.delivery.send.comment_flow import CommentFlow
 from app.delivery.send.dm_flow import DmFlow
+from app.delivery.send.pacer import release_unused_grant
 from app.delivery.send.scheduling import enqueue_delivery
 from app.delivery.send.steps import Report, count_blocked_send, open_run
 from app.instruments import DELIVERIES
@@ -56,6 +57,8 @@ async def deliver(
     async with autocommit(resources.engine) as conn:
         run = await open_run(conn, resources, report, worker_id=worker_id, dm_log_id=dm_log_id)
         if run is None:
+            if grant is not None:
+                await release_unused_grant(resources, dm_log_id, grant, conn=conn)
             return report
         run.grant = grant
         run.public_grant = public_grant
@@ -69,6 +72,8 @@ async def deliver(
             await count_blocked_send(conn, run.delivery)
     if go_on:
         await flow.finish()
+    if grant is not None and not run.grant_settled:
+        await release_unused_grant(resources, dm_log_id, grant, account_id=run.delivery.account_id)
     _count_legs(run.delivery.trigger_kind, report)
     if run.next_due:
         await enqueue_delivery(

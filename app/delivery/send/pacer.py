@@ -43,6 +43,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from redis.exceptions import RedisError
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -51,6 +52,7 @@ from app.db.models import EventLevel
 from app.delivery.send.budget import (
     GRANT_TTL_S,
     MAX_GRANTS,
+    Slot,
     batch_size,
     grant_member,
     grant_stamp,
@@ -73,6 +75,7 @@ _WAITING = """d.account_id = :account_id AND d.trigger_kind = 'comment'
   AND (d.pr_granted_at IS NULL
        OR d.pr_granted_at < now() - make_interval(secs => :grant_ttl))"""
 
+_ACCOUNT_OF = text("SELECT account_id FROM dm_logs WHERE id = :id")
 _ACCOUNT = text(
     """
 SELECT a.workspace_id, (a.status = 'active' OR (a.status = 'paused'
@@ -162,6 +165,29 @@ async def mark_backlog(conn: AsyncConnection, account_id: int) -> None:
 async def queue_for_budget(conn: AsyncConnection, dm_log_id: int) -> None:
     """Leave a PENDING private reply to its account's pacer (the caller kicks the pacer)."""
     await conn.execute(_QUEUE_FOR_BUDGET, {"id": dm_log_id, "reason": WAITING_REASON})
+
+
+async def release_unused_grant(
+    resources: Resources,
+    dm_log_id: int,
+    grant: int,
+    *,
+    account_id: int | None = None,
+    conn: AsyncConnection | None = None,
+) -> None:
+    """A granted job ended without using its slot (its row was settled meanwhile, its account
+    could not send, or its leg was not due): the slot goes back now rather than when the grant
+    lapses. Nobody else uses it: the slot is named after the row and this grant. Without the
+    row's `account_id`, it is read on `conn`."""
+    try:
+        if account_id is None and conn is not None:
+            account_id = (await conn.execute(_ACCOUNT_OF, {"id": dm_log_id})).scalar()
+        if account_id is None:
+            return
+        await account_budget(resources).release(Slot(account_id, grant_member(dm_log_id, grant)))
+    except (RedisError, OSError):
+        # It frees when the grant lapses.
+        logger.warning("could not give back an unused grant of row %s", dm_log_id)
 
 
 async def pace_changed(

@@ -106,8 +106,10 @@ class Run:
     next_due: list[datetime] = field(default_factory=list)
     pr_due: bool = False
     pub_due: bool = False
-    # The pacer's grant this job carries (`budget.grant_stamp`), if it was enqueued by one.
+    # The pacer's grant this job carries (`budget.grant_stamp`), if it was enqueued by one,
+    # and whether the private leg dealt with its slot (used it, or gave it back).
     grant: int | None = None
+    grant_settled: bool = False
     # Its public reply's grant (`public_pacer`): the job then posts the public reply alone.
     public_grant: int | None = None
 

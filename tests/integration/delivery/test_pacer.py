@@ -124,6 +124,55 @@ async def test_the_pacer_hands_out_exactly_the_free_slots_oldest_comment_first(
         assert world.stats(row.trigger_id)["send_requests"] == expected
 
 
+async def test_a_grant_holds_its_slot_while_its_job_waits_longer_than_the_window(
+    world: World,
+) -> None:
+    """A busy queue may hold a granted row's job for longer than the budget's window. Its
+    slot is still its own then: the pacer grants it to no newer row, so the older comment is
+    not overtaken (and granted again and again while its job waits)."""
+    window_s = 1.0
+    resources = _with_cap(world.resources, 2, window_s=window_s)
+    fans = [await world.new_fan(f"queue.fan{n}") for n in range(3)]
+    # Oldest first: the first two are granted, the third waits.
+    rows = [await world.comment(fan, age=timedelta(minutes=3 - n)) for n, fan in enumerate(fans)]
+    await world.execute("UPDATE instagram_accounts SET pr_backlog_since = now()")
+    assert (await pace_account(resources, world.account_id)).granted == 2
+    # The grants' jobs are still queued one and a half windows later.
+    await asyncio.sleep(window_s * 1.5)
+    again = await pace_account(resources, world.account_id)
+    assert again.granted == 0, "a queued grant's slot was handed to a newer comment"
+    assert (await world.log(rows[2].id)).pr_granted_at is None
+    await _deliver_granted(resources, world, rows[:2])
+    # Once those two sends have aged out of the window, the third gets its slot.
+    await asyncio.sleep(window_s * 1.2)
+    assert (await pace_account(resources, world.account_id)).granted == 1
+    await _deliver_granted(resources, world, rows[2:])
+    sent = sorted((m["time"], m["comment_id"]) for m in world.admin.messages() if m["comment_id"])
+    assert [comment for _, comment in sent] == [row.trigger_id for row in rows]
+
+
+async def test_a_granted_job_that_does_not_send_gives_its_slot_back(world: World) -> None:
+    """A grant holds its slot until its job runs; a job that finds nothing to send (its row
+    was settled meanwhile) gives the slot back at once."""
+    resources = _with_cap(world.resources, 1)
+    row = await world.comment("jane.doe")
+    await world.execute("UPDATE instagram_accounts SET pr_backlog_since = now()")
+    assert (await pace_account(resources, world.account_id)).granted == 1
+    budget = account_budget(resources)
+    assert await budget.used(world.account_id) == 1
+    granted_at = (await world.log(row.id)).pr_granted_at
+    assert granted_at is not None
+    await world.execute(
+        "UPDATE dm_logs SET pr_state = 'SKIPPED_DEDUP', pub_state = NULL WHERE id = :id", id=row.id
+    )
+    report = await deliver(
+        resources, worker_id="w", dm_log_id=row.id, grant=grant_stamp(granted_at)
+    )
+    assert report.private is None, report
+    assert await budget.used(world.account_id) == 0
+    assert world.stats(row.trigger_id)["send_requests"] == 0
+
+
 async def test_a_waiting_comment_that_cannot_make_its_window_is_skipped(world: World) -> None:
     resources = _with_cap(world.resources, 2)
     doomed = await world.comment("jane.doe", age=timedelta(days=6, hours=23, minutes=30))
