@@ -1,6 +1,6 @@
 """The per-campaign summary as CSV: one line per campaign of the workspace, what it did.
 
-Counts come from the kept delivery counts (`delivery_counts`) and tap counts
+Counts come from the kept delivery totals (`delivery_totals`) and tap counts
 (`link_click_hours`), each grouped per campaign (no per-delivery or per-tap work); a person
 who tapped several times, or several buttons, counts once in `people_tapped`. Cells are made
 safe the way the log's export makes them (`safe_cell`).
@@ -43,7 +43,7 @@ WITH deliveries AS (
            sum(unconfirmed) AS unconfirmed,
            sum({SKIPPED}) AS skipped,
            sum(link_sent) AS link_sent
-    FROM delivery_counts WHERE workspace_id = :workspace_id GROUP BY campaign_id
+    FROM delivery_totals WHERE workspace_id = :workspace_id GROUP BY campaign_id
 ), taps AS (
     SELECT campaign_id, sum(taps) AS taps, sum(people) AS people, sum(previews) AS previews
     FROM link_click_hours WHERE workspace_id = :workspace_id GROUP BY campaign_id

@@ -4,11 +4,12 @@ Two ranges (`Span`): the last 24 hours by hour, the last 30 days by day, both bu
 workspace's time zone (PostgreSQL's `AT TIME ZONE` with the zone's IANA name), the current
 hour or day last. Deliveries count by the bucket they were created in and their state now,
 as the overview's "today" does, summed from the counts kept per 15-minute UTC slice
-(`delivery_counts`); taps by the moment of the tap (a person's visits only, not
-preview fetches), summed from the counts kept per UTC hour (`link_click_hours`), with the
-raw rows of any hour a bucket starts inside (`split_hours`).
+(`delivery_workspace_quarters` for the workspace, `delivery_counts` for a campaign); taps by
+the moment of the tap (a person's visits only, not preview fetches), summed from the counts
+kept per UTC hour (`link_click_hours`), with the raw rows of any hour a bucket starts inside
+(`split_hours`).
 
-One grouped statement per table over an index range: `ix_delivery_counts_ws_quarter` or
+One grouped statement per table over an index range: `pk_delivery_workspace_quarters` or
 `uq_delivery_counts_key`; `ix_link_click_hours_ws_hour` or `pk_link_click_hours` (and
 `ix_link_clicks_ws_at` or `ix_link_clicks_campaign_at` for a split hour).
 The statements are `_DELIVERIES_*` and `_TAPS_*`, whole workspace or one campaign.
@@ -45,20 +46,23 @@ def parse_span(value: str | None, default: Span = Span.DAYS) -> Span:
         return default
 
 
-# Deliveries from the kept counts, a row per 15-minute UTC slice: a bucket of any zone is a
-# whole number of slices.
+# Deliveries from the kept counts, a row per 15-minute UTC slice (a bucket of any zone is a
+# whole number of slices): the workspace's own slices (`delivery_workspace_quarters`, one row
+# each) or the campaign's (`delivery_counts`).
 _DELIVERIES_SELECT = f"""
 SELECT date_trunc(:unit, quarter AT TIME ZONE :tz) AS bucket,
        sum(sent) AS sent, sum(failed) AS failed, sum(unconfirmed) AS unconfirmed,
        sum({SKIPPED}) AS skipped
-FROM delivery_counts
-"""  # noqa: S608 - composed from the LegState enum's column names
+"""
 _DELIVERIES_WORKSPACE = text(
-    _DELIVERIES_SELECT + "WHERE workspace_id = :workspace_id AND quarter >= :start GROUP BY 1"
+    _DELIVERIES_SELECT
+    + "FROM delivery_workspace_quarters"
+    + " WHERE workspace_id = :workspace_id AND quarter >= :start GROUP BY 1"
 )
 _DELIVERIES_CAMPAIGN = text(
     _DELIVERIES_SELECT
-    + "WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id"
+    + "FROM delivery_counts"
+    + " WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id"
     + " AND quarter >= :start GROUP BY 1"
 )
 # Taps from the kept counts (`link_click_hours`, per UTC hour), but for the hours a bucket

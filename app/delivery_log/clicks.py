@@ -33,10 +33,10 @@ GROUP BY GROUPING SETS ((button), ())
 ORDER BY button NULLS FIRST
 """
 )
-# Link DMs sent, from the kept delivery counts (`delivery_counts`).
+# Link DMs sent, from the kept delivery totals (`delivery_totals`, a few rows a campaign).
 LINK_DMS_SENT = text(
     """
-SELECT COALESCE(sum(link_sent), 0) FROM delivery_counts
+SELECT COALESCE(sum(link_sent), 0) FROM delivery_totals
 WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id
 """
 )

@@ -35,8 +35,10 @@ Next to it, the misses: comments the campaign saw and did not answer, by its ver
 (`app.delivery_log.words.STATE_WORDS`).
 
 Deliveries, and the people who tapped the opening DM or got the link, are summed from the kept
-counts (`delivery_counts`, 15-minute slices, see `app.db.models.delivery_counts`).
-Every statement reads one campaign's slice through an index: `uq_delivery_counts_key`,
+counts (`delivery_totals` in all, `delivery_counts`' 15-minute slices by day, see
+`app.db.models.delivery_counts`).
+Every statement reads one campaign's slice through an index: `uq_delivery_totals_key`,
+`uq_delivery_counts_key`,
 `pk_link_click_hours`, `pk_link_click_days` (the day window only), and
 `pk_comment_verdict_counts`: the comments seen are never read from the ledger itself but from
 the counts the database keeps per campaign, UTC quarter hour and verdict as the ledger's
@@ -103,10 +105,11 @@ WHERE campaign_id = :campaign_id AND quarter >= :window_start
 GROUP BY 1
 """
 )
-# The campaign's deliveries from the kept counts (`app.delivery_log.kept_counts`), a row per
-# 15-minute slice: matches (deliveries but taps' answers and follow-ups), first DMs sent, people
-# new to the tapped and passed steps, and the matches not sent by state; in all, and per day of
-# the window (a local day is a whole number of slices in every zone).
+# The campaign's deliveries from the kept counts (`app.delivery_log.kept_counts`), its totals
+# (`delivery_totals`, a few rows) and its 15-minute slices (`delivery_counts`): matches
+# (deliveries but taps' answers and follow-ups), first DMs sent, people new to the tapped and
+# passed steps, and the matches not sent by state; in all, and per day of the window (a local
+# day is a whole number of slices in every zone).
 _DELIVERY_COUNTS = f"""
        COALESCE(sum(dm_triggers), 0) AS dm_triggers,
        COALESCE(sum({DELIVERIES}) FILTER (WHERE NOT follow_on), 0) AS matched,
@@ -122,7 +125,7 @@ _DELIVERIES = text(
         if state is not LegState.SENT
     )
     + """
-FROM delivery_counts
+FROM delivery_totals
 WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id
 """
 )

@@ -37,6 +37,17 @@ SELECT {_KEY}, {", ".join(f"n_{c}" for c in _COLUMNS)} FROM (
 """  # noqa: S608 - composed from the LegState enum's names
 )
 _KEPT = text(f"SELECT {_KEY}, {', '.join(_COLUMNS)} FROM delivery_counts")  # noqa: S608 - constants
+_TOTALS = text(
+    "SELECT workspace_id, campaign_id, account_id, follow_on, "  # noqa: S608 - constants
+    + ", ".join(_COLUMNS)
+    + " FROM delivery_totals"
+)
+_STATE_NAMES = [state.lower() for state in _STATES]
+_WORKSPACE = text(
+    "SELECT workspace_id, quarter, "  # noqa: S608 - constants
+    + ", ".join(_STATE_NAMES)
+    + " FROM delivery_workspace_quarters"
+)
 _PEOPLE_RECOUNT = text(
     r"""
 SELECT campaign_id, 'tapped' AS step, count(DISTINCT recipient_id) FROM dm_logs
@@ -60,13 +71,25 @@ WHERE campaign_id IS NOT NULL GROUP BY campaign_id
 _PEOPLE_ROWS = text("SELECT campaign_id, step, count(*) FROM funnel_people GROUP BY 1, 2")
 
 
-def _nonzero(rows: Any) -> dict[tuple[Any, ...], tuple[int, ...]]:
+def _nonzero(rows: Any, width: int = 5) -> dict[tuple[Any, ...], tuple[int, ...]]:
     table: dict[tuple[Any, ...], tuple[int, ...]] = {}
     for row in rows:
-        values = tuple(int(v) for v in row[5:])
+        values = tuple(int(v) for v in row[width:])
         if any(values):
-            table[tuple(row[:5])] = values
+            table[tuple(row[:width])] = values
     return table
+
+
+def _rolled(
+    raw: dict[tuple[Any, ...], tuple[int, ...]], key: Any, columns: int
+) -> dict[tuple[Any, ...], tuple[int, ...]]:
+    """The recount's slices added up by `key` of a slice's key, the first `columns` counts."""
+    sums: dict[tuple[Any, ...], list[int]] = {}
+    for slice_key, values in raw.items():
+        total = sums.setdefault(key(slice_key), [0] * columns)
+        for i in range(columns):
+            total[i] += values[i]
+    return {k: tuple(v) for k, v in sums.items() if any(v)}
 
 
 def _people(rows: Any) -> dict[tuple[int, str], int]:
@@ -79,6 +102,8 @@ async def kept_count_differences(engine: AsyncEngine) -> list[str]:
         await conn.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
         raw = _nonzero((await conn.execute(_RECOUNT)).all())
         kept = _nonzero((await conn.execute(_KEPT)).all())
+        totals = _nonzero((await conn.execute(_TOTALS)).all(), 4)
+        workspace = _nonzero((await conn.execute(_WORKSPACE)).all(), 2)
         people_raw = _people((await conn.execute(_PEOPLE_RECOUNT)).all())
         people_kept = _people((await conn.execute(_PEOPLE_KEPT)).all())
         people_rows = _people((await conn.execute(_PEOPLE_ROWS)).all())
@@ -89,6 +114,13 @@ async def kept_count_differences(engine: AsyncEngine) -> list[str]:
         for key in sorted(set(raw) | set(kept), key=str)
         if raw.get(key) != kept.get(key)
     ]
+    # workspace, campaign, quarter, account, follow_on
+    raw_totals = _rolled(raw, lambda k: (k[0], k[1], k[3], k[4]), len(_COLUMNS))
+    if totals != raw_totals:
+        wrong.append(f"campaign totals: kept {totals} != rows {raw_totals}")
+    raw_workspace = _rolled(raw, lambda k: (k[0], k[2]), len(_STATE_NAMES))
+    if workspace != raw_workspace:
+        wrong.append(f"workspace slices: kept {workspace} != rows {raw_workspace}")
     if people_kept != people_raw:
         wrong.append(f"people per step: kept {people_kept} != rows {people_raw}")
     if people_rows != people_raw:

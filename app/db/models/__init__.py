@@ -29,7 +29,12 @@ from app.db.models.delivery import (
     PostbackDelivery,
     TriggerKind,
 )
-from app.db.models.delivery_counts import DeliveryCount, FunnelPerson
+from app.db.models.delivery_counts import (
+    DeliveryCount,
+    DeliveryTotal,
+    DeliveryWorkspaceQuarter,
+    FunnelPerson,
+)
 from app.db.models.instagram import AccountStatus, InstagramAccount
 from app.db.models.ledger import (
     Comment,
@@ -69,6 +74,8 @@ __all__ = [
     "DataDeletionRequest",
     "DeliveryAttempt",
     "DeliveryCount",
+    "DeliveryTotal",
+    "DeliveryWorkspaceQuarter",
     "DmLog",
     "EventLevel",
     "FunnelPerson",
