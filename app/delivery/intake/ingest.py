@@ -38,7 +38,7 @@ from app.delivery.intake.bulk import columns_of, unnest_arrays
 from app.delivery.intake.comments import enqueue_deliveries, ingest_comment_batch
 from app.delivery.intake.messaging_events import record_messaging
 from app.delivery.send.budget_history import account_budget
-from app.delivery.send.pacer import mark_backlog
+from app.delivery.send.pacer import mark_backlog, more_waiting_than
 from app.delivery.send.scheduling import delivery_key, job_for, kick_pacer
 from app.delivery.send.throttle import NORMAL, Throttle
 from app.instagram.webhook_payload import EnvelopeError, ParsedWebhook, decode_body, parse_webhook
@@ -98,26 +98,31 @@ class EventsIngest:
 
 
 async def pace_surges(resources: Resources, outcome: EventsIngest) -> None:
-    """An account that got more new comments in this run than its budget has free slots, or
-    whose pace Meta slowed or paused (`throttle`: no job takes a slot of its own then), is
-    surging: its new comments go to its pacer at once, rather than each job first trying the
-    budget on its own."""
+    """An account with more comments waiting for a private reply than its budget has free
+    slots (this run's new ones and those whose jobs are still queued), or whose pace Meta
+    slowed or paused (`throttle`: no job takes a slot of its own then), is surging: its new
+    comments go to its pacer at once, oldest first, rather than each job first trying the
+    budget on its own. Counting only this run's comments would let a surge that arrives in
+    small runs, while the workers fall behind, queue a job per comment, each of which then
+    finds the budget full."""
     new: Counter[int] = Counter(
         outcome.accounts_of[log_id]
         for log_id in outcome.deliveries
         if log_id not in outcome.paced_rows and log_id in outcome.accounts_of
     )
-    surging = [account for account, count in new.items() if count > 1]
-    if not surging:
+    if not new:
         return
     budget = account_budget(resources)
     throttle = Throttle(resources.redis, window_s=budget.window_s)
-    for account_id in surging:
-        if (await budget.free(account_id)).free >= new[account_id] and (
-            await throttle.current(account_id)
-        ).mode == NORMAL:
-            continue
+    for account_id, count in new.items():
+        free = (await budget.free(account_id)).free
         async with autocommit(resources.engine) as conn:
+            if (
+                free >= count
+                and (await throttle.current(account_id)).mode == NORMAL
+                and not await more_waiting_than(conn, account_id, free)
+            ):
+                continue
             await mark_backlog(conn, account_id)
         outcome.paced_accounts.add(account_id)
         outcome.paced_rows.update(

@@ -110,6 +110,9 @@ WHERE {_WAITING} AND d.deadline_at <= now() + make_interval(secs => :free_in)
 RETURNING d.id
 """  # noqa: S608 - module constants only
 )
+_COUNT_WAITING = text(
+    f"SELECT count(*) FROM (SELECT 1 FROM dm_logs d WHERE {_WAITING} LIMIT :n) w"  # noqa: S608
+)
 _ANY_WAITING = text(f"SELECT EXISTS (SELECT 1 FROM dm_logs d WHERE {_WAITING})")  # noqa: S608
 _CLEAR_BACKLOG = text(
     f"""
@@ -160,6 +163,15 @@ class PaceReport:
 async def mark_backlog(conn: AsyncConnection, account_id: int) -> None:
     """The account's private replies go through its pacer from now on."""
     await conn.execute(_MARK_BACKLOG, {"account_id": account_id})
+
+
+async def more_waiting_than(conn: AsyncConnection, account_id: int, slots: int) -> bool:
+    """Whether more of the account's comments wait for a private reply than `slots` (counted
+    no further than that)."""
+    counted = await conn.execute(
+        _COUNT_WAITING, {"account_id": account_id, "grant_ttl": GRANT_TTL_S, "n": slots + 1}
+    )
+    return int(counted.scalar() or 0) > slots
 
 
 async def queue_for_budget(conn: AsyncConnection, dm_log_id: int) -> None:

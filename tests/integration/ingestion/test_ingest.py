@@ -634,3 +634,41 @@ async def test_more_new_comments_than_free_slots_go_to_the_pacer_at_once(
             {"id": account.id},
         )
     assert backlog is not None
+
+
+async def test_comments_arriving_one_at_a_time_go_to_the_pacer_once_they_outnumber_free_slots(
+    resources: Resources,
+) -> None:
+    """A surge that reaches ingest in runs of one comment, while the workers have not yet run
+    the earlier comments' jobs: once more comments wait than the budget has free slots, the
+    account has a backlog and the next comment goes to its pacer, not to a job of its own."""
+    from app.delivery.send.budget_history import account_budget
+
+    async with resources.sessionmaker() as session, session.begin():
+        account = await seed_account(session)
+        await seed_campaign(session, account)
+    budget = account_budget(resources)
+    for _ in range(budget.limit - 2):
+        await budget.reserve(account.id)
+    for n in range(3):
+        (event_id,) = await store(
+            resources,
+            comments_body(
+                comment_value(f"1787000000000001{n}", commenter_id=f"990000000000001{n}")
+            ),
+        )
+        await run_ingest(resources, [event_id])
+    logs = sorted(await rows(resources, DmLog, DmLog.account_id == account.id), key=lambda d: d.id)
+    assert len(logs) == 3
+    keys = await queued_keys(resources)
+    # Two comments fit the two free slots: each has its job. The third does not.
+    assert sorted(k for k in keys if k.startswith("deliver:")) == sorted(
+        f"deliver:{log.id}" for log in logs[:2]
+    )
+    assert f"pace:{account.id}" in keys
+    async with resources.sessionmaker() as session:
+        backlog = await session.scalar(
+            text("SELECT pr_backlog_since FROM instagram_accounts WHERE id = :id"),
+            {"id": account.id},
+        )
+    assert backlog is not None
