@@ -77,7 +77,7 @@ def _no_keyword_campaigns(row: MissRow) -> list[int]:
         item["campaign_id"]
         for item in row.considered
         if item.get("verdict") == Verdict.NO_KEYWORD
-        and isinstance(item.get("campaign_id"), int)
+        and type(item.get("campaign_id")) is int
         and id_in_range(item["campaign_id"])
     ]
 
