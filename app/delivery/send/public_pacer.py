@@ -17,7 +17,8 @@ the rows), and enqueues one job per granted leg (`scheduling.enqueue_public_gran
 the private replies it granted in the same run. A public reply never takes a private reply's
 slot (the budgets are apart) and never waits in a DM's place: its job comes after the DMs the
 pacer handed out, and a public leg waiting for the DM (`recording.hold_public`) is not due.
-With nothing left waiting the account's mark is cleared. A grant whose job was lost is granted
+With nothing left to the pacer (neither waiting nor granted and not yet claimed) the account's
+mark is cleared. A grant whose job was lost is granted
 again after `GRANT_TTL_S`; two pacers of one account cannot hand out one slot twice (the rows
 are locked by the statement, the slots by the script).
 """
@@ -73,12 +74,18 @@ _UNGRANT = text(
     "UPDATE dm_logs SET pub_granted_at = NULL "
     "WHERE id = ANY(:ids) AND pub_state = 'PENDING' AND pub_granted_at = :granted_at"
 )
-_ANY_WAITING = text(f"SELECT EXISTS (SELECT 1 FROM dm_logs d WHERE {_WAITING})")  # noqa: S608
+# Left to the pacer and not claimed yet: granted, not due yet, or waiting for a slot. While
+# any is, the account keeps its mark (and the pacer its runs), so the public legs that come
+# meanwhile join the queue and the relay leaves them all alone.
+_QUEUED = f"""d.account_id = :account_id AND d.pub_state = 'PENDING'
+  AND d.pub_queued_at IS NOT NULL AND d.pub_attempts < {MAX_PUBLIC_ATTEMPTS}
+  AND d.deadline_at > now()"""
+_ANY_QUEUED = text(f"SELECT EXISTS (SELECT 1 FROM dm_logs d WHERE {_QUEUED})")  # noqa: S608
 _CLEAR_BACKLOG = text(
     f"""
 UPDATE instagram_accounts SET pub_backlog_since = NULL
 WHERE id = :account_id AND pub_backlog_since IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM dm_logs d WHERE {_WAITING})
+  AND NOT EXISTS (SELECT 1 FROM dm_logs d WHERE {_QUEUED})
 """  # noqa: S608 - module constants only
 )
 # The public leg waits for the pacer, and its account has public replies waiting from now on.
@@ -144,8 +151,11 @@ async def pace_public(
         )
         if grants:
             next_free_s, batch_free_s = taken.next_free_s, taken.batch_free_s
-    if not (await conn.execute(_ANY_WAITING, params)).scalar():
+    if not (await conn.execute(_ANY_QUEUED, params)).scalar():
         await conn.execute(_CLEAR_BACKLOG, params)
         return PublicPace(granted, None)
     step_s = budget.window_s * batch / budget.limit
-    return PublicPace(granted, max(next_free_s, step_s if pace.mode == SLOWED else batch_free_s))
+    wait_s = max(next_free_s, step_s if pace.mode == SLOWED else batch_free_s)
+    # Slots free but nothing to grant them (the queued legs are granted, or not due yet): a
+    # batch's time, not a run straight away.
+    return PublicPace(granted, wait_s or step_s)

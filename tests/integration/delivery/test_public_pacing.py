@@ -101,6 +101,8 @@ async def test_a_full_public_budget_leaves_the_public_reply_to_the_pacer_holding
     assert log.pub_granted_at is not None
     grant = grant_stamp(log.pub_granted_at)
     assert f"deliver:{row.id}:p{grant}" in await pending_keys(resources)
+    # Granted but not claimed yet: the account keeps its mark, so the relay still leaves it.
+    assert await _public_backlog_since(world) is not None
     other = await deliver(resources, worker_id="w", dm_log_id=row.id)
     assert other.public == "granted to the pacer's job"
     report = await deliver(resources, worker_id="w", dm_log_id=row.id, public_grant=grant)
@@ -111,12 +113,16 @@ async def test_a_full_public_budget_leaves_the_public_reply_to_the_pacer_holding
     assert await public.used(world.account_id) == 1
     # Nothing waits any more: the pacer clears the account's mark and stops.
     assert (await pace_account(resources, world.account_id)).next_run_in_s is None
-    async with autocommit(resources.engine) as conn:
+    assert await _public_backlog_since(world) is None
+
+
+async def _public_backlog_since(world: World) -> object:
+    async with autocommit(world.resources.engine) as conn:
         marked = await conn.execute(
             text("SELECT pub_backlog_since FROM instagram_accounts WHERE id = :id"),
             {"id": world.account_id},
         )
-        assert marked.scalar() is None
+        return marked.scalar()
 
 
 async def test_several_workers_post_public_replies_within_their_cap_once_each_after_the_dm(
