@@ -150,6 +150,14 @@ SELECT count(*) FROM (
     USING (campaign_id, quarter, verdict)
 WHERE raw.comments IS DISTINCT FROM k.comments
 """
+_SEEN_TOTALS_RECOUNT = """
+SELECT count(*) FROM (
+    SELECT campaign_id, verdict, sum(comments) AS comments FROM comment_verdict_counts
+    GROUP BY 1, 2 HAVING sum(comments) <> 0
+) q FULL JOIN (SELECT * FROM comment_verdict_totals WHERE comments <> 0) t
+    USING (campaign_id, verdict)
+WHERE q.comments IS DISTINCT FROM t.comments
+"""
 # People per day (the workspace's zone) from the raw clicks of the last 32 days, against the
 # kept days.
 _DAYS_RECOUNT = """
@@ -191,7 +199,8 @@ def load_clicks(url: str, clicks: int, salt: str = "click ") -> dict[str, Any]:
         # an index covers are read from the index alone), statistics are current.
         conn.execute("VACUUM (ANALYZE) dm_logs, comments, link_clicks, link_click_hours, "
                      "link_click_people, link_click_button_people, delivery_counts, "
-                     "funnel_people, comment_verdict_counts, link_click_days, "
+                     "funnel_people, comment_verdict_counts, comment_verdict_totals, "
+                     "link_click_days, "
                      "link_click_day_people")  # fmt: skip
         sizes = {
             "link_clicks": _scalar(conn, "SELECT count(*) FROM link_clicks"),
@@ -461,6 +470,8 @@ async def run(url: str, world: dict[str, Any], repeat: int) -> dict[str, Any]:
         async with engine.connect() as conn:
             if off := (await conn.execute(text(_SEEN_RECOUNT))).scalar_one():
                 wrong.append(f"{off} (campaign, quarter, verdict) seen counts differ from rows")
+            if off := (await conn.execute(text(_SEEN_TOTALS_RECOUNT))).scalar_one():
+                wrong.append(f"{off} (campaign, verdict) seen totals differ from the quarters")
             if off := (await conn.execute(text(_DAYS_RECOUNT))).scalar_one():
                 wrong.append(f"{off} (campaign, day) people who tapped differ from the rows")
     finally:

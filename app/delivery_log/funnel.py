@@ -40,9 +40,10 @@ counts (`delivery_totals` in all, `delivery_counts`' 15-minute slices by day, se
 Every statement reads one campaign's slice through an index: `uq_delivery_totals_key`,
 `uq_delivery_counts_key`,
 `pk_link_click_hours`, `pk_link_click_days` (the day window only), and
-`pk_comment_verdict_counts`: the comments seen are never read from the ledger itself but from
-the counts the database keeps per campaign, UTC quarter hour and verdict as the ledger's
-decisions are written, re-written or deleted (`app.db.models.ledger.CommentVerdictCount`).
+`pk_comment_verdict_totals` and `pk_comment_verdict_counts`: the comments seen are never read
+from the ledger itself but from the counts the database keeps per campaign and verdict, in all
+and per UTC quarter hour, as the ledger's decisions are written, re-written or deleted
+(`app.db.models.ledger.CommentVerdictTotal`, `CommentVerdictCount`).
 Totals come from one plain aggregate per table over the campaign's rows; the days from a second
 statement over the window's index range only, so no statement sorts every row.
 """
@@ -86,14 +87,14 @@ STEP_UNITS: dict[str, tuple[str, str]] = {
     "clicked": ("person", "people"),
 }
 
-# The ledger's comments this campaign considered in scope, by its verdict: from the counts
-# the database keeps per (campaign, UTC quarter hour, verdict) as decisions are written
-# (`CommentVerdictCount`), a few rows per quarter hour in which the campaign saw comments.
+# The ledger's comments this campaign considered in scope, by its verdict: in all from the
+# totals the database keeps per (campaign, verdict) as decisions are written
+# (`CommentVerdictTotal`, four rows), per day from its counts per UTC quarter hour
+# (`CommentVerdictCount`, a few rows per quarter hour of the window).
 _SEEN = text(
     """
-SELECT verdict, sum(comments) AS n FROM comment_verdict_counts
+SELECT verdict, comments AS n FROM comment_verdict_totals
 WHERE campaign_id = :campaign_id
-GROUP BY verdict
 """
 )
 # A local day in any zone is whole quarter hours, so each quarter lands in its own day.

@@ -101,11 +101,14 @@ async def assert_kept_counts_agree(
     first = window_start(KOLKATA, now).date()
     assert all(day >= first for _, day in days)
     assert await kept(resources, campaigns, now) == expected
-    # And no (campaign, quarter, verdict) row is off: their sum per campaign and verdict is
-    # the oracle's, and none is negative.
+    # The funnel read the totals (`comment_verdict_totals`) and the window's quarter hours
+    # (`comment_verdict_counts`); neither holds a negative count.
     async with resources.engine.connect() as conn:
         negative = await conn.scalar(
-            text("SELECT count(*) FROM comment_verdict_counts WHERE comments < 0")
+            text(
+                "SELECT (SELECT count(*) FROM comment_verdict_counts WHERE comments < 0) "
+                "+ (SELECT count(*) FROM comment_verdict_totals WHERE comments < 0)"
+            )
         )
     assert negative == 0
     return expected
@@ -242,7 +245,11 @@ async def test_kept_seen_counts_follow_every_change_of_the_ledger(
     assert left == {recipe, bread}
     async with resources.engine.connect() as conn:
         orphans = await conn.scalar(
-            text("SELECT count(*) FROM comment_verdict_counts WHERE campaign_id <> ALL(:ids)"),
+            text(
+                "SELECT (SELECT count(*) FROM comment_verdict_counts "
+                "WHERE campaign_id <> ALL(:ids)) + (SELECT count(*) FROM comment_verdict_totals "
+                "WHERE campaign_id <> ALL(:ids))"
+            ),
             {"ids": [recipe, bread]},
         )
     assert orphans == 0

@@ -40,6 +40,7 @@ from app.db.models.ledger import (
     Comment,
     CommentOutcome,
     CommentVerdictCount,
+    CommentVerdictTotal,
     MissReason,
     SeenVia,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "Comment",
     "CommentOutcome",
     "CommentVerdictCount",
+    "CommentVerdictTotal",
     "DataDeletionRequest",
     "DeliveryAttempt",
     "DeliveryCount",

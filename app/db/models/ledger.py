@@ -132,3 +132,17 @@ class CommentVerdictCount(Base):
     quarter: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
     verdict: Mapped[str] = mapped_column(String(16), primary_key=True)
     comments: Mapped[int] = mapped_column(Integer, server_default="0")
+
+
+class CommentVerdictTotal(Base):
+    """How many comments one campaign judged with one verdict, in all: the sum of its
+    `CommentVerdictCount` rows, kept by the same trigger statements (migration 0027), so the
+    funnel's totals read four rows."""
+
+    __tablename__ = "comment_verdict_totals"
+
+    campaign_id: Mapped[int] = mapped_column(
+        ForeignKey("campaigns.id", ondelete="CASCADE"), primary_key=True
+    )
+    verdict: Mapped[str] = mapped_column(String(16), primary_key=True)
+    comments: Mapped[int] = mapped_column(Integer, server_default="0")
