@@ -23,9 +23,10 @@ It follows the account's pace (`throttle`): slowed, it hands out a share of the 
 paused by a rate limit, nothing until the time Meta stated (the budget refuses every slot
 meanwhile, so no other job sends either). While the account is slowed no job takes a slot of
 its own either (`budget.HourlyBudget.reserve` refuses), so every send goes through the pacer
-at the slowed share. Each change is recorded once as an operational event (`pace_slowed`,
-`pace_paused`, `pace_resumed`) by whoever notes it first (`note_pace`): the send whose answer
-changed the pace, or the pacer.
+at the slowed share, granted at most once a step however often the pacer is woken (the
+budget's scripts keep the step in the pace's hash). Each change is recorded once as an
+operational event (`pace_slowed`, `pace_paused`, `pace_resumed`) by whoever notes it first
+(`note_pace`): the send whose answer changed the pace, or the pacer.
 
 A private reply refused with a rate-limit code comes back to the pacer too (its record
 statement clears its grant and marks the backlog, `recording.record`): it waits for its turn,
