@@ -25,7 +25,7 @@ they tapped: one who tapped on Monday and on Tuesday is one of Monday's people a
 Tuesday's, as a creator reads "people who tapped a link that day" (so those days do not add up
 to the total, which counts each person once). Such a count cannot be summed from fixed UTC
 buckets for every zone, so the people of each day are kept for the workspace's zone as clicks
-come in, and counted again from the last 32 days' clicks when the zone changes
+come in, and the last 31 days are counted again from their clicks when the zone changes
 (`app.db.models.clicks.LinkClickDay`).
 
 Per button: the people who tapped it, per 100 people the link went to.

@@ -132,7 +132,8 @@ class LinkClickDay(Base):
 
     Kept by the click copier's statement (`app.clicks.rollup`) with `LinkClickDayPerson`, in
     the workspace's zone at the time; when the zone changes, a trigger on `workspaces`
-    (migration 0025) counts the days of the last 32 days again in the new zone.
+    (migrations 0025, 0028) counts the last 31 days again in the new zone (older days, which no
+    page shows, keep their rows).
     """
 
     __tablename__ = "link_click_days"
