@@ -50,6 +50,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engin
 from app.clicks.rollup import insert_clicks_sql
 from app.db.models import Campaign
 from app.delivery_log import campaign_summary
+from app.delivery_log import charts as charts_module
 from app.delivery_log import clicks as campaign_clicks_module
 from app.delivery_log import funnel as funnel_module
 from app.delivery_log.charts import Span, timeline
@@ -64,6 +65,8 @@ from tests.support.kept_counts import kept_count_differences
 BIG_TABLES = (
     "dm_logs",
     "delivery_counts",
+    "delivery_totals",
+    "delivery_workspace_quarters",
     "funnel_people",
     "comments",
     "link_clicks",
@@ -199,6 +202,7 @@ def load_clicks(url: str, clicks: int, salt: str = "click ") -> dict[str, Any]:
         # an index covers are read from the index alone), statistics are current.
         conn.execute("VACUUM (ANALYZE) dm_logs, comments, link_clicks, link_click_hours, "
                      "link_click_people, link_click_button_people, delivery_counts, "
+                     "delivery_totals, delivery_workspace_quarters, "
                      "funnel_people, comment_verdict_counts, comment_verdict_totals, "
                      "link_click_days, "
                      "link_click_day_people")  # fmt: skip
@@ -322,6 +326,28 @@ async def check_counts(engine: AsyncEngine, workspaces: dict[int, int]) -> list[
     return wrong
 
 
+async def measure_chart_deliveries(
+    engine: AsyncEngine, ws: int, busy: int, now: datetime, repeat: int
+) -> list[dict[str, Any]]:
+    """The charts' delivery statements over the kept slices, 30 days in India's zone."""
+    first = funnel_module.window_start(ZoneInfo("Asia/Kolkata"), now)
+    measured = []
+    for name, campaign_id in (("_DELIVERIES_WORKSPACE", None), ("_DELIVERIES_CAMPAIGN", busy)):
+        params = {"workspace_id": ws, "unit": "day", "tz": "Asia/Kolkata", "start": first}
+        if campaign_id:
+            params["campaign_id"] = campaign_id
+        measured.append(
+            await measure_statement(
+                engine,
+                "charts",
+                f"{name}, last 30 days, Asia/Kolkata",
+                getattr(charts_module, name).bindparams(**params),
+                repeat,
+            )
+        )
+    return measured
+
+
 async def run(url: str, world: dict[str, Any], repeat: int) -> dict[str, Any]:
     engine = create_async_engine(url, pool_size=2)
     ws = world["workspace_id"]
@@ -397,7 +423,7 @@ async def run(url: str, world: dict[str, Any], repeat: int) -> dict[str, Any]:
                 "window_start": start,
                 "first_day": start.date(),
             }
-            for name in ("_SEEN", "_SEEN_DAYS", "_CLICKED_DAYS"):
+            for name in ("_SEEN", "_SEEN_DAYS", "_CLICKED_DAYS", "_DELIVERIES", "_DELIVERY_DAYS"):
                 stmt = getattr(funnel_module, name)
                 results.append(
                     await measure_statement(
@@ -410,6 +436,7 @@ async def run(url: str, world: dict[str, Any], repeat: int) -> dict[str, Any]:
                         repeat,
                     )
                 )
+        results += await measure_chart_deliveries(engine, ws, busy, now, repeat)
         # A whole-hour zone and one half an hour off UTC (its days start at :30 UTC).
         for zone_name in ("UTC", "Asia/Kolkata"):
             zone = ZoneInfo(zone_name)
