@@ -36,18 +36,18 @@ SELECT {_KEY}, {", ".join(f"n_{c}" for c in _COLUMNS)} FROM (
 ) raw
 """  # noqa: S608 - composed from the LegState enum's names
 )
-_KEPT = text(f"SELECT {_KEY}, {', '.join(_COLUMNS)} FROM delivery_counts")  # noqa: S608 - constants
-_TOTALS = text(
-    "SELECT workspace_id, campaign_id, account_id, follow_on, "  # noqa: S608 - constants
-    + ", ".join(_COLUMNS)
-    + " FROM delivery_totals"
-)
 _STATE_NAMES = [state.lower() for state in _STATES]
-_WORKSPACE = text(
-    "SELECT workspace_id, quarter, "  # noqa: S608 - constants
-    + ", ".join(_STATE_NAMES)
-    + " FROM delivery_workspace_quarters"
-)
+
+
+def _kept(table: str, key: str, columns: list[str]) -> Any:
+    """A kept table's rows, its stripes of one key added up."""
+    sums = ", ".join(f"sum({name})" for name in columns)
+    return text(f"SELECT {key}, {sums} FROM {table} GROUP BY {key}")  # noqa: S608 - constants
+
+
+_KEPT = _kept("delivery_counts", _KEY, _COLUMNS)
+_TOTALS = _kept("delivery_totals", "workspace_id, campaign_id, account_id, follow_on", _COLUMNS)
+_WORKSPACE = _kept("delivery_workspace_quarters", "workspace_id, quarter", _STATE_NAMES)
 _PEOPLE_RECOUNT = text(
     r"""
 SELECT campaign_id, 'tapped' AS step, count(DISTINCT recipient_id) FROM dm_logs

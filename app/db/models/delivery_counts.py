@@ -1,7 +1,7 @@
 """Delivery counts kept as `dm_logs` changes, so reports sum a few rows instead of counting
 deliveries, and the funnel's people who tapped the opening DM or got the link, once each.
 
-A statement-level trigger on `dm_logs` keeps them (migrations 0023 and 0026;
+A statement-level trigger on `dm_logs` keeps them (migrations 0023, 0026 and 0027;
 `docs/architecture.md`, "Kept delivery counts"): whichever module inserts, updates or deletes
 deliveries, their counts move in the same statement, so no write path can forget them.
 
@@ -16,7 +16,16 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Boolean, DateTime, ForeignKey, Index, Integer, String
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    SmallInteger,
+    String,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base
@@ -24,6 +33,12 @@ from app.db.base import Base
 
 def _count() -> Mapped[int]:
     return mapped_column(Integer, server_default="0")
+
+
+# Rows of one key, so that concurrent statements add to different rows (each the stripe of
+# its connection, `pg_backend_pid() % 32`): a reader sums them like any other rows.
+def _stripe() -> Mapped[int]:
+    return mapped_column(SmallInteger, server_default="0")
 
 
 class _StateCounts:
@@ -68,6 +83,7 @@ class DeliveryCount(_Counts, Base):
             "quarter",
             "account_id",
             "follow_on",
+            "stripe",
             unique=True,
             postgresql_nulls_not_distinct=True,
         ),
@@ -76,7 +92,14 @@ class DeliveryCount(_Counts, Base):
     )
     # No primary key in the table (a campaign may be None); the ORM still needs one.
     __mapper_args__ = {  # noqa: RUF012 - SQLAlchemy reads it as a plain dict
-        "primary_key": ["workspace_id", "campaign_id", "quarter", "account_id", "follow_on"]
+        "primary_key": [
+            "workspace_id",
+            "campaign_id",
+            "quarter",
+            "account_id",
+            "follow_on",
+            "stripe",
+        ]
     }
 
     workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id", ondelete="CASCADE"))
@@ -87,6 +110,7 @@ class DeliveryCount(_Counts, Base):
     # Postbacks (a tap on a DM's button) and follow-ups: deliveries answering a delivery, not
     # a comment or DM that matched.
     follow_on: Mapped[bool] = mapped_column(Boolean)
+    stripe: Mapped[int] = _stripe()
 
 
 class DeliveryTotal(_Counts, Base):
@@ -101,18 +125,20 @@ class DeliveryTotal(_Counts, Base):
             "campaign_id",
             "account_id",
             "follow_on",
+            "stripe",
             unique=True,
             postgresql_nulls_not_distinct=True,
         ),
     )
     __mapper_args__ = {  # noqa: RUF012 - SQLAlchemy reads it as a plain dict
-        "primary_key": ["workspace_id", "campaign_id", "account_id", "follow_on"]
+        "primary_key": ["workspace_id", "campaign_id", "account_id", "follow_on", "stripe"]
     }
 
     workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id", ondelete="CASCADE"))
     campaign_id: Mapped[int | None] = mapped_column(ForeignKey("campaigns.id", ondelete="CASCADE"))
     account_id: Mapped[int] = mapped_column(BigInteger)
     follow_on: Mapped[bool] = mapped_column(Boolean)
+    stripe: Mapped[int] = _stripe()
 
 
 class DeliveryWorkspaceQuarter(_StateCounts, Base):
@@ -125,6 +151,7 @@ class DeliveryWorkspaceQuarter(_StateCounts, Base):
         ForeignKey("workspaces.id", ondelete="CASCADE"), primary_key=True
     )
     quarter: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
+    stripe: Mapped[int] = mapped_column(SmallInteger, primary_key=True, server_default="0")
 
 
 class FunnelPerson(Base):
