@@ -1,7 +1,7 @@
 """Delivery counts kept as `dm_logs` changes, so reports sum a few rows instead of counting
 deliveries, and the funnel's people who tapped the opening DM or got the link, once each.
 
-A statement-level trigger on `dm_logs` keeps them (migrations 0023, 0026 and 0028;
+A statement-level trigger on `dm_logs` keeps them (migrations 0023, 0026 and 0029;
 `docs/architecture.md`, "Kept delivery counts"): whichever module inserts, updates or deletes
 deliveries, their counts move in the same statement, so no write path can forget them.
 

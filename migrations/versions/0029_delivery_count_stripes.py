@@ -8,8 +8,8 @@ same writes without it (bench/delivery_counts_cost.py). The statement now adds t
 its stripe, `pg_backend_pid() % 32`: 8 stripes gave 0.61, 32 gave 0.71 (the rest is the
 statement's own work). Readers already sum rows.
 
-Revision ID: 0028
-Revises: 0027
+Revision ID: 0029
+Revises: 0028
 Create Date: 2026-12-02
 """
 
@@ -20,8 +20,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0028"
-down_revision: str | None = "0027"
+revision: str = "0029"
+down_revision: str | None = "0028"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
