@@ -82,11 +82,14 @@ async def test_a_backlog_no_one_drains_makes_the_badge_stale(
     client: AsyncTestClient,  # type: ignore[type-arg]
     resources: Resources,
 ) -> None:
-    await _beat(resources, age_s=1)  # fresh: a worker that beats but runs nothing
     for n in range(STUCK_QUEUE_DEPTH - 1):
         await enqueue(resources.queue, JobName.PURGE_EXPIRED, key=f"stuck-{n}")
+    # A worker that beats but runs nothing; beaten again just before each look, as a live
+    # worker would, so a slow machine's enqueues cannot age the beat past stale.
+    await _beat(resources, age_s=0)
     assert await _state(client) == "healthy"  # a backlog, but not yet a stuck one
     await enqueue(resources.queue, JobName.PURGE_EXPIRED, key="stuck-last")
+    await _beat(resources, age_s=0)
     assert await _state(client) == "stale"
 
 
