@@ -150,16 +150,20 @@ SELECT count(*) FROM (
     FROM comments c, jsonb_array_elements(c.decision -> 'considered') e
     WHERE e ->> 'verdict' IN ('won', 'lost', 'excluded', 'no_keyword')
     GROUP BY 1, 2, 3
-) raw FULL JOIN (SELECT * FROM comment_verdict_counts WHERE comments <> 0) k
-    USING (campaign_id, quarter, verdict)
+) raw FULL JOIN (
+    SELECT campaign_id, quarter, verdict, sum(comments) AS comments FROM comment_verdict_counts
+    GROUP BY 1, 2, 3 HAVING sum(comments) <> 0
+) k USING (campaign_id, quarter, verdict)
 WHERE raw.comments IS DISTINCT FROM k.comments
 """
 _SEEN_TOTALS_RECOUNT = """
 SELECT count(*) FROM (
     SELECT campaign_id, verdict, sum(comments) AS comments FROM comment_verdict_counts
     GROUP BY 1, 2 HAVING sum(comments) <> 0
-) q FULL JOIN (SELECT * FROM comment_verdict_totals WHERE comments <> 0) t
-    USING (campaign_id, verdict)
+) q FULL JOIN (
+    SELECT campaign_id, verdict, sum(comments) AS comments FROM comment_verdict_totals
+    GROUP BY 1, 2 HAVING sum(comments) <> 0
+) t USING (campaign_id, verdict)
 WHERE q.comments IS DISTINCT FROM t.comments
 """
 # People per day (the workspace's zone) from the raw clicks of the last 32 days, against the

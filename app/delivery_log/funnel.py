@@ -93,8 +93,9 @@ STEP_UNITS: dict[str, tuple[str, str]] = {
 # (`CommentVerdictCount`, a few rows per quarter hour of the window).
 _SEEN = text(
     """
-SELECT verdict, comments AS n FROM comment_verdict_totals
+SELECT verdict, sum(comments) AS n FROM comment_verdict_totals
 WHERE campaign_id = :campaign_id
+GROUP BY verdict
 """
 )
 # A local day in any zone is whole quarter hours, so each quarter lands in its own day.

@@ -15,6 +15,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    SmallInteger,
     String,
     Text,
     UniqueConstraint,
@@ -131,6 +132,9 @@ class CommentVerdictCount(Base):
     # The start of the quarter hour (UTC) the comment's ledger row was made in.
     quarter: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
     verdict: Mapped[str] = mapped_column(String(16), primary_key=True)
+    # The writing connection's stripe (`pg_backend_pid() % 32`, migration 0030): concurrent
+    # ingest runs of one campaign add to different rows. Readers sum a key's stripes.
+    stripe: Mapped[int] = mapped_column(SmallInteger, primary_key=True, server_default="0")
     comments: Mapped[int] = mapped_column(Integer, server_default="0")
 
 
@@ -145,4 +149,5 @@ class CommentVerdictTotal(Base):
         ForeignKey("campaigns.id", ondelete="CASCADE"), primary_key=True
     )
     verdict: Mapped[str] = mapped_column(String(16), primary_key=True)
+    stripe: Mapped[int] = mapped_column(SmallInteger, primary_key=True, server_default="0")
     comments: Mapped[int] = mapped_column(Integer, server_default="0")
