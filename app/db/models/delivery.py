@@ -187,14 +187,6 @@ class DmLog(Base):
             "id",
             postgresql_where=text("pub_state = 'PENDING' AND pub_queued_at IS NOT NULL"),
         ),
-        # A campaign's link DMs sent (the click-through rate's whole), counted from the
-        # index alone however many deliveries the campaign has.
-        Index(
-            "ix_dm_logs_campaign_link_sent",
-            "campaign_id",
-            "workspace_id",
-            postgresql_where=text("pr_state = 'SENT' AND message_kind = 'reveal'"),
-        ),
         # A tap's log row points at the person's opening DM or follow prompt it answers.
         Index(
             "ix_dm_logs_tappable",
