@@ -72,6 +72,7 @@ BIG_TABLES = (
     "comments",
     "link_clicks",
     "link_click_hours",
+    "link_click_quarters",
     "link_click_people",
     "link_click_button_people",
     "comment_verdict_counts",
@@ -116,6 +117,15 @@ SELECT count(*) FROM (
     FROM link_clicks WHERE campaign_id IS NOT NULL GROUP BY 1, 2, 3
 ) raw FULL JOIN link_click_hours h USING (campaign_id, hour, button)
 WHERE raw.taps IS DISTINCT FROM h.taps OR raw.previews IS DISTINCT FROM h.previews
+"""
+_QUARTERS_RECOUNT = """
+SELECT count(*) FROM (
+    SELECT campaign_id, button,
+           date_bin('15 minutes', clicked_at, TIMESTAMPTZ '2000-01-01 00:00+00') AS quarter,
+           count(*) AS taps
+    FROM link_clicks WHERE campaign_id IS NOT NULL AND visit = 'click' GROUP BY 1, 2, 3
+) raw FULL JOIN link_click_quarters q USING (campaign_id, quarter, button)
+WHERE raw.taps IS DISTINCT FROM q.taps
 """
 
 
@@ -206,6 +216,7 @@ def load_clicks(url: str, clicks: int, salt: str = "click ") -> dict[str, Any]:
         # A settled database: autovacuum has been by (visibility map set, so counts that
         # an index covers are read from the index alone), statistics are current.
         conn.execute("VACUUM (ANALYZE) dm_logs, comments, link_clicks, link_click_hours, "
+                     "link_click_quarters, "
                      "link_click_people, link_click_button_people, delivery_counts, "
                      "delivery_totals, delivery_workspace_quarters, "
                      "funnel_people, comment_verdict_counts, comment_verdict_totals, "
@@ -214,6 +225,7 @@ def load_clicks(url: str, clicks: int, salt: str = "click ") -> dict[str, Any]:
         sizes = {
             "link_clicks": _scalar(conn, "SELECT count(*) FROM link_clicks"),
             "link_click_hours": _scalar(conn, "SELECT count(*) FROM link_click_hours"),
+            "link_click_quarters": _scalar(conn, "SELECT count(*) FROM link_click_quarters"),
             "link_click_people": _scalar(conn, "SELECT count(*) FROM link_click_people"),
             "delivery_counts": _scalar(conn, "SELECT count(*) FROM delivery_counts"),
             "funnel_people": _scalar(conn, "SELECT count(*) FROM funnel_people"),
@@ -328,6 +340,9 @@ async def check_counts(engine: AsyncEngine, workspaces: dict[int, int]) -> list[
         hours_off = (await session.execute(text(_HOURS_RECOUNT))).scalar_one()
         if hours_off:
             wrong.append(f"{hours_off} (campaign, hour, button) counts differ from the rows")
+        quarters_off = (await session.execute(text(_QUARTERS_RECOUNT))).scalar_one()
+        if quarters_off:
+            wrong.append(f"{quarters_off} (campaign, quarter, button) tap counts differ")
     return wrong
 
 

@@ -6,12 +6,10 @@ hour or day last. Deliveries count by the bucket they were created in and their 
 as the overview's "today" does, summed from the counts kept per 15-minute UTC slice
 (`delivery_workspace_quarters` for the workspace, `delivery_counts` for a campaign); taps by
 the moment of the tap (a person's visits only, not preview fetches), summed from the counts
-kept per UTC hour (`link_click_hours`), with the raw rows of any hour a bucket starts inside
-(`split_hours`).
+kept per 15-minute UTC slice and button (`link_click_quarters`).
 
 One grouped statement per table over an index range: `pk_delivery_workspace_quarters` or
-`uq_delivery_counts_key`; `ix_link_click_hours_ws_hour` or `pk_link_click_hours` (and
-`ix_link_clicks_ws_at` or `ix_link_clicks_campaign_at` for a split hour).
+`uq_delivery_counts_key`; `ix_link_click_quarters_ws_quarter` or `pk_link_click_quarters`.
 The statements are `_DELIVERIES_*` and `_TAPS_*`, whole workspace or one campaign.
 """
 
@@ -65,47 +63,16 @@ _DELIVERIES_CAMPAIGN = text(
     + " WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id"
     + " AND quarter >= :start GROUP BY 1"
 )
-# Taps from the kept counts (`link_click_hours`, per UTC hour), but for the hours a bucket
-# starts inside (a zone half or three quarters of an hour off UTC): those come from the raw
-# rows of that hour alone, so every tap lands in its own local bucket. In a whole-hour zone
-# `:split` is empty and the statement sums a few rows per hour of the range.
+# Taps from the kept counts per 15-minute UTC slice (`link_click_quarters`): as with the
+# deliveries, a bucket of any zone is a whole number of slices.
 _TAPS = """
-SELECT bucket, sum(taps) AS taps FROM (
-    SELECT date_trunc(:unit, hour AT TIME ZONE :tz) AS bucket, taps
-    FROM link_click_hours
-    WHERE workspace_id = :workspace_id {campaign} AND hour >= :start_hour
-      AND hour <> ALL(CAST(:split AS timestamptz[]))
-    UNION ALL
-    SELECT date_trunc(:unit, c.clicked_at AT TIME ZONE :tz), 1
-    FROM unnest(CAST(:split AS timestamptz[])) AS s(hour)
-    -- One index range per split hour (OFFSET 0 keeps the planner from making it one join
-    -- over every click of the workspace or campaign).
-    CROSS JOIN LATERAL (
-        SELECT clicked_at FROM link_clicks
-        WHERE {raw_campaign} workspace_id = :workspace_id
-          AND clicked_at >= s.hour AND clicked_at < s.hour + interval '1 hour'
-          AND visit = 'click'
-        OFFSET 0
-    ) c
-) taps
+SELECT date_trunc(:unit, quarter AT TIME ZONE :tz) AS bucket, sum(taps) AS taps
+FROM link_click_quarters
+WHERE workspace_id = :workspace_id {campaign} AND quarter >= :start
 GROUP BY 1
 """
-_TAPS_WORKSPACE = text(_TAPS.format(campaign="", raw_campaign=""))
-_TAPS_CAMPAIGN = text(
-    _TAPS.format(
-        campaign="AND campaign_id = :campaign_id", raw_campaign="campaign_id = :campaign_id AND"
-    )
-)
-
-
-def split_hours(starts: list[datetime]) -> list[datetime]:
-    """The UTC hours that a bucket starting at one of `starts` (aware) cuts in two."""
-    cut = {
-        start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-        for start in starts
-        if start.astimezone(UTC).minute or start.astimezone(UTC).second
-    }
-    return sorted(cut)
+_TAPS_WORKSPACE = text(_TAPS.format(campaign=""))
+_TAPS_CAMPAIGN = text(_TAPS.format(campaign="AND campaign_id = :campaign_id"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,9 +153,6 @@ async def timeline(
         "tz": zone_key(zone),
         "start": buckets[0].replace(tzinfo=zone),
     }
-    starts = [bucket.replace(tzinfo=zone) for bucket in buckets]
-    params["split"] = split_hours(starts)
-    params["start_hour"] = starts[0].astimezone(UTC).replace(minute=0, second=0, microsecond=0)
     deliveries: TextClause = _DELIVERIES_CAMPAIGN if campaign_id else _DELIVERIES_WORKSPACE
     taps: TextClause = _TAPS_CAMPAIGN if campaign_id else _TAPS_WORKSPACE
     index = {bucket: i for i, bucket in enumerate(buckets)}

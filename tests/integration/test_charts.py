@@ -127,12 +127,13 @@ async def test_the_charts_agree_with_the_rows(resources: Resources, owner: Creat
     assert nonzero(workspace, "sent") == {today: 2, before: 1}
 
 
-async def test_taps_land_in_their_local_bucket_half_an_hour_off_utc(
-    resources: Resources, owner: Creator
+@pytest.mark.parametrize("zone_name", ["Asia/Kolkata", "Asia/Kathmandu"])
+async def test_taps_land_in_their_local_bucket_off_the_utc_hour(
+    resources: Resources, owner: Creator, zone_name: str
 ) -> None:
-    """India's days and hours start at :30 UTC, inside the hours the tap counts are kept by:
-    taps either side of such a start still land on their own side."""
-    kolkata = ZoneInfo("Asia/Kolkata")
+    """India's days and hours start at :30 UTC, Nepal's at :45, inside UTC hours: taps either
+    side of such a start (kept per 15-minute slice) still land on their own side."""
+    kolkata = ZoneInfo(zone_name)
     now = datetime.now(UTC)
     row = await add_log(resources, owner, state=LegState.SENT, created_at=now - timedelta(days=3))
     midnight = datetime.combine(

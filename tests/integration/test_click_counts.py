@@ -113,11 +113,27 @@ async def test_racing_copies_count_every_click_and_person_once(
                 "FROM link_clicks GROUP BY 1, 2 ORDER BY 1, 2"
             )
         ).fetchall()
+        kept_quarters = await (
+            await conn.execute(
+                "SELECT quarter, button, taps FROM link_click_quarters ORDER BY 1, 2"
+            )
+        ).fetchall()
+        raw_quarters = await (
+            await conn.execute(
+                "SELECT date_bin('15 minutes', clicked_at, TIMESTAMPTZ '2000-01-01 00:00+00'),"
+                " button, count(*) FROM link_clicks WHERE visit = 'click' GROUP BY 1, 2"
+                " ORDER BY 1, 2"
+            )
+        ).fetchall()
         people_total = await (
             await conn.execute("SELECT sum(people), sum(button_people) FROM link_click_hours")
         ).fetchone()
     assert len(kept) == 8  # four hours, two buttons
     assert kept == raw
+    # Per 15-minute slice (the charts' taps): the same.
+    assert len(kept_quarters) > len(kept)
+    assert kept_quarters == raw_quarters
+    assert sum(n for _, _, n in kept_quarters) == len(taps)
     assert people_total == (len(expected_people), sum(v[1] for v in per_button.values()))
 
 

@@ -15,6 +15,7 @@ from app.db.models.clicks import (
     LinkClickDayPerson,
     LinkClickHour,
     LinkClickPerson,
+    LinkClickQuarter,
     LinkVisit,
 )
 from app.db.models.delivery import (
@@ -94,6 +95,7 @@ __all__ = [
     "LinkClickDayPerson",
     "LinkClickHour",
     "LinkClickPerson",
+    "LinkClickQuarter",
     "LinkVisit",
     "MatchMode",
     "MessageKind",
