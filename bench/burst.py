@@ -67,7 +67,7 @@ from typing import Any, cast
 import psycopg
 import redis
 
-from bench.burst_trace import JobTrace, diagnose, read_sent_rows
+from bench.burst_trace import JobTrace, diagnose, overtaken, read_sent_rows
 from bench.deliver import MEDIA_ID, seed
 from sandbox.client import SandboxAdmin
 from tests.support.dashboard import sandbox_env, web_env_for
@@ -253,38 +253,9 @@ def max_in_window(times: list[float], window_s: float) -> int:
 
 def max_reorder(made_sent: list[tuple[float, float]]) -> int:
     """For each comment, how many comments made strictly later were sent strictly earlier; the
-    most over all comments (a Fenwick tree over the made-time ranks, in send order)."""
-    made_values = sorted({made for made, _ in made_sent})
-    rank = {value: i + 1 for i, value in enumerate(made_values)}
-    tree = [0] * (len(made_values) + 1)
-
-    def add(i: int) -> None:
-        while i < len(tree):
-            tree[i] += 1
-            i += i & -i
-
-    def upto(i: int) -> int:
-        total = 0
-        while i > 0:
-            total += tree[i]
-            i -= i & -i
-        return total
-
-    worst, seen = 0, 0
-    by_sent = sorted(made_sent, key=lambda pair: pair[1])
-    i = 0
-    while i < len(by_sent):
-        # Comments sent at the same instant are not "before" each other.
-        j = i
-        while j < len(by_sent) and by_sent[j][1] == by_sent[i][1]:
-            j += 1
-        for made, _ in by_sent[i:j]:
-            worst = max(worst, seen - upto(rank[made]))
-        for made, _ in by_sent[i:j]:
-            add(rank[made])
-        seen += j - i
-        i = j
-    return worst
+    most over all comments (`burst_trace.overtaken` counts it per comment)."""
+    counts = overtaken([(i, made, sent) for i, (made, sent) in enumerate(made_sent)])
+    return max(counts.values(), default=0)
 
 
 def sends_per_window(times: list[float], window_s: float, started: float) -> list[int]:
