@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Controller, Response, get, post
+from litestar import Controller, Response, post
 from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException, PermissionDeniedException
 from litestar.params import FromPath, FromQuery
@@ -41,6 +41,7 @@ from app.resources import Resources
 from app.web.guards import ROLE_REFUSAL, editors_only
 from app.web.htmx import wants_partial
 from app.web.idempotency import idempotent, redirect_to
+from app.web.reads import get_or_head
 
 _NO_STORE = {"Cache-Control": "no-store"}
 
@@ -57,7 +58,7 @@ def _not_found() -> NotFoundException:
 class AccountsController(Controller):
     path = "/accounts"
 
-    @get("/", name="accounts")
+    @get_or_head("/", name="accounts")
     async def index(
         self,
         *,
@@ -86,7 +87,7 @@ class AccountsController(Controller):
             headers=_NO_STORE,
         )
 
-    @get("/{account_id:int}", name="account")
+    @get_or_head("/{account_id:int}", name="account")
     async def detail(
         self,
         request: HTMXRequest,
@@ -126,7 +127,7 @@ class AccountsController(Controller):
 
     # Not guarded by `editors_only`: a browser whose sign-in began under another name of this
     # server has no session here and is sent back there first; then the same checks apply.
-    @get("/instagram/callback", name="instagram_callback")
+    @get_or_head("/instagram/callback", name="instagram_callback")
     async def callback(
         self,
         request: HTMXRequest,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Controller, Response, get, post
+from litestar import Controller, Response, post
 from litestar.di import NamedDependency
 from litestar.params import FromQuery
 from litestar.plugins.htmx import HTMXRequest
@@ -35,6 +35,7 @@ from app.auth.users import InvalidUserError, UserExistsError, normalize_email, v
 from app.operations.idempotency import Refused, fingerprint_of
 from app.resources import Resources
 from app.web.htmx import redirect
+from app.web.reads import get_or_head
 from app.web.signup import SignUp, client_address, sign_up_and_in
 from app.workspaces.service import create_user_with_workspace
 from app.workspaces.time_zone import browser_zone_or_default
@@ -56,7 +57,7 @@ async def _signed_in(request: HTMXRequest, db_session: NamedDependency[AsyncSess
 
 
 class AuthController(Controller):
-    @get("/login", name="login")
+    @get_or_head("/login", name="login")
     async def login_page(
         self,
         request: HTMXRequest,
@@ -106,7 +107,7 @@ class AuthController(Controller):
         start_session(request, result.user_id, result.workspace_id)
         return Redirect(target, status_code=303)
 
-    @get("/signup", name="signup")
+    @get_or_head("/signup", name="signup")
     async def signup_page(
         self, request: HTMXRequest, db_session: NamedDependency[AsyncSession]
     ) -> Template | Redirect:

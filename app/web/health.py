@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Controller, get
+from litestar import Controller
 from litestar.di import NamedDependency
 from litestar.plugins.htmx import HTMXRequest
 from litestar.response import Response, Template
@@ -22,10 +22,11 @@ from app.auth.current import peek_viewer
 from app.health import check_health
 from app.resources import Resources
 from app.web.metrics import is_local_client
+from app.web.reads import get_or_head
 
 
 class HealthController(Controller):
-    @get("/health", name="health", cache=False, exclude_from_csrf=True)
+    @get_or_head("/health", name="health", cache=False, exclude_from_csrf=True)
     async def health(
         self,
         request: HTMXRequest,
@@ -45,12 +46,12 @@ class HealthController(Controller):
             headers={"Cache-Control": "no-store"},
         )
 
-    @get("/health/live", name="health_live", cache=False)
+    @get_or_head("/health/live", name="health_live", cache=False)
     async def live(self) -> dict[str, str]:
         """The process answers: for container checks that must not depend on the worker."""
         return {"status": "ok"}
 
-    @get("/status/badge", name="status_badge", cache=False)
+    @get_or_head("/status/badge", name="status_badge", cache=False)
     async def badge(
         self,
         request: HTMXRequest,

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from litestar import Controller, Response, get, post
+from litestar import Controller, Response, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath
 from litestar.plugins.htmx import ClientRedirect, HTMXRequest
@@ -57,6 +57,7 @@ from app.web.idempotency import (
     redirect_to,
     unfinished_response,
 )
+from app.web.reads import get_or_head
 from app.web.signup import LandIn, SignUp, client_address, sign_up_and_in
 from app.workspaces.invites import (
     Accepted,
@@ -154,7 +155,7 @@ def _is_success(response: Response[Any]) -> bool:
 class InviteController(Controller):
     path = "/invite"
 
-    @get("/{token:str}", name="invite")
+    @get_or_head("/{token:str}", name="invite")
     async def show(
         self,
         request: HTMXRequest,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Controller, Request, Response, get, post
+from litestar import Controller, Request, Response, post
 from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException
 from litestar.params import FromPath
@@ -33,6 +33,7 @@ from app.instagram.signed_request import (
 )
 from app.operations.alerts import record_throttled
 from app.resources import Resources
+from app.web.reads import get_or_head
 
 _NO_STORE = {"Cache-Control": "no-store"}
 
@@ -98,7 +99,7 @@ class MetaCallbacksController(Controller):
             headers=_NO_STORE,
         )
 
-    @get("/data-deletion/{code:str}", name="meta_data_deletion_status")
+    @get_or_head("/data-deletion/{code:str}", name="meta_data_deletion_status")
     async def status(
         self, db_session: NamedDependency[AsyncSession], code: FromPath[str]
     ) -> Template:

@@ -11,19 +11,20 @@ from __future__ import annotations
 import hmac
 from typing import Any
 
-from litestar import Controller, Request, get
+from litestar import Controller, Request
 from litestar.di import NamedDependency
 from litestar.response import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.metrics import render_metrics
 from app.resources import Resources
+from app.web.reads import get_or_head
 
 _LOOPBACK = frozenset({"127.0.0.1", "::1"})
 
 
 class MetricsController(Controller):
-    @get("/metrics", name="metrics", cache=False)
+    @get_or_head("/metrics", name="metrics", cache=False)
     async def metrics(
         self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
     ) -> Response[bytes]:

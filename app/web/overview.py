@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from litestar import get
 from litestar.di import NamedDependency
 from litestar.plugins.htmx import HTMXRequest
 from litestar.response import Template
@@ -28,13 +27,14 @@ from app.health import check_health
 from app.resources import Resources
 from app.setup_doctor.run import overview_failures
 from app.web.htmx import wants_partial
+from app.web.reads import get_or_head
 from app.workspaces.time_zone import start_of_day, zone_or_utc
 
 # Wrong passwords in a day before the owner is told: past a typo or two of their own.
 ATTACK_NOTICE_AT = 5
 
 
-@get("/", name="home")
+@get_or_head("/", name="home")
 async def home(
     request: HTMXRequest,
     viewer: NamedDependency[Viewer],

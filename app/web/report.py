@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from litestar import Request, get
+from litestar import Request
 from litestar.di import NamedDependency
 from litestar.params import FromPath
 from litestar.response import Template
@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.delivery_log.charts import parse_span
 from app.delivery_log.report import load_report
 from app.delivery_log.report_links import REPORT_PATH, find_shared_campaign
+from app.web.reads import get_or_head
 from app.workspaces.time_zone import zone_or_utc
 
 REPORT_TEMPLATE = "reports/report.html"
@@ -40,7 +41,7 @@ HEADERS = {
 }
 
 
-@get("/r/{token:str}", name="shared_report", opt={"exclude_from_csrf": True})
+@get_or_head("/r/{token:str}", name="shared_report", opt={"exclude_from_csrf": True})
 async def shared_report(
     request: Request[Any, Any, Any], db_session: NamedDependency[AsyncSession], token: FromPath[str]
 ) -> Template:

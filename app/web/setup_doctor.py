@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Controller, Response, get, post
+from litestar import Controller, Response, post
 from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException
 from litestar.params import FromPath
@@ -26,13 +26,14 @@ from app.setup_doctor.run import run_doctor
 from app.web.guards import editors_only
 from app.web.htmx import redirect
 from app.web.idempotency import idempotent, redirect_to
+from app.web.reads import get_or_head
 
 
 class SetupDoctorController(Controller):
     path = "/setup"
     guards = [editors_only]  # noqa: RUF012 - Litestar reads the class attribute
 
-    @get("/", name="setup_doctor")
+    @get_or_head("/", name="setup_doctor")
     async def page(
         self,
         viewer: NamedDependency[Viewer],

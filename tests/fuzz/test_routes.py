@@ -12,6 +12,9 @@ wrong content types (bad JSON, multipart without a boundary, none), overlong and
 headers, bad webhook bodies signed correctly; as the owner, and in part as a member and a
 stranger.
 
+Every route that answers GET is also asked with HEAD (`test_head_answers_like_get`): the same
+status, content type and security headers as its GET twin, and no body.
+
 Each request fails the test when it gets a 5xx, a body with a stack trace in it, a refusal
 that is neither an HTML page with words in it nor JSON with a `detail`, an answer over
 `MAX_ANSWER_BYTES`, or when it held the web process's event loop `STALL_S` or longer (the
@@ -579,3 +582,43 @@ def test_route_refuses_hostile_requests_clearly(target: Target, route: Route) ->
         _check_answer(what, answer.status, answer.headers, answer.text)
         stall = _stalled(target, lambda h=hostile: _send_raw(target, h))
         assert stall is None, (what, f"held the event loop {stall:.3f} s")
+
+
+# --- HEAD: every route that answers GET answers HEAD the same way, without the body --------
+
+GET_ROUTES = [route for route in ROUTES if route.method == "GET"]
+
+
+def _head_pairs(route: Route, target: Target) -> list[Hostile]:
+    """The GET requests whose HEAD twin must match: the page as the owner and a stranger, an
+    id no row has, and a query the route cannot read."""
+    path = _fill(route, target)
+    found = [
+        Hostile("page", "owner", b"GET", path),
+        Hostile("page", "stranger", b"GET", path),
+        Hostile("bad query", "owner", b"GET", path + b"?" + BAD_QUERIES[0]),
+    ]
+    for match in _PARAM.finditer(route.path):
+        bad = BAD_IDS[1] if match.group("kind") == "int" else BAD_TEXT[0]
+        at = _fill(route, target, {match.group("name"): bad})
+        found.append(Hostile(f"path {match.group('name')}", "owner", b"GET", at))
+    return found
+
+
+@pytest.mark.parametrize("route", GET_ROUTES, ids=[r.id for r in GET_ROUTES])
+def test_head_answers_like_get(target: Target, route: Route) -> None:
+    """HEAD gets GET's status, content type and security headers, and no body: a monitor or
+    a link checker reads the page as alive (never a 405)."""
+    target.log.skip()
+    for get in _head_pairs(route, target):
+        got = _send_raw(target, get)
+        head = _send_raw(target, Hostile(get.what, get.who, b"HEAD", get.target, get.headers))
+        target.requests[route.id] += 2
+        what = (route.id, get.what, get.who, get.target[:120])
+        _check_answer(what, got.status, got.headers, got.text)
+        assert head.status == got.status, (what, head.status, got.status, got.text[:300])
+        assert head.body == b"", (what, head.body[:300])
+        for name in ("content-type", "content-security-policy", "location"):
+            seen = (name in head.headers, name in got.headers)
+            assert seen[0] == seen[1], (what, name, head.headers, got.headers)
+        assert head.headers.get("content-type") == got.headers.get("content-type"), what

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from litestar import Response, get, post
+from litestar import Response, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery
 from litestar.plugins.htmx import HTMXRequest
@@ -58,6 +58,7 @@ from app.web.campaigns.report_card import NewReportLink, report_links_context
 from app.web.guards import editors_only
 from app.web.htmx import wants_partial
 from app.web.idempotency import idempotent, redirect_to
+from app.web.reads import get_or_head
 from app.workspaces.time_zone import zone_or_utc
 
 _NOTICES = {
@@ -80,7 +81,7 @@ CHARTS_ID = "campaign-charts"
 _MUST_STAY_COMPLETE = "This campaign is live, so it must stay complete; pause it to save a draft."
 
 
-@get("/new", name="campaign_new", guards=[editors_only])
+@get_or_head("/new", name="campaign_new", guards=[editors_only])
 async def new(
     request: HTMXRequest,
     viewer: NamedDependency[Viewer],
@@ -136,7 +137,7 @@ async def create(
     return await idempotent(request, resources, viewer, scope="campaign.create", action=action)
 
 
-@get("/{campaign_id:int}", name="campaign")
+@get_or_head("/{campaign_id:int}", name="campaign")
 async def edit(
     *,
     request: HTMXRequest,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import UTC
 
-from litestar import get
 from litestar.di import NamedDependency
 from litestar.params import FromQuery
 from litestar.response import Template
@@ -15,10 +14,11 @@ from app.accounts.cards import list_usable_accounts
 from app.auth.current import Viewer
 from app.campaigns.service import list_campaigns
 from app.web.campaigns.common import NO_STORE
+from app.web.reads import get_or_head
 from app.workspaces.time_zone import start_of_day, zone_or_utc
 
 
-@get("/", name="campaigns")
+@get_or_head("/", name="campaigns")
 async def campaign_list(
     viewer: NamedDependency[Viewer],
     db_session: NamedDependency[AsyncSession],

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from litestar import get
 from litestar.di import NamedDependency
 from litestar.params import FromQuery
 from litestar.response import Template
@@ -20,13 +19,14 @@ from app.auth.current import Viewer
 from app.instagram.graph import GraphError
 from app.resources import Resources
 from app.web.campaigns.common import NO_STORE
+from app.web.reads import get_or_head
 
 MEDIA_PAGE_SIZE = 12
 # Meta's media types as a thumbnail's label ("CAROUSEL_ALBUM" is wider than the thumbnail).
 MEDIA_KINDS = {"IMAGE": "Photo", "VIDEO": "Video", "CAROUSEL_ALBUM": "Carousel"}
 
 
-@get("/media", name="campaign_media")
+@get_or_head("/media", name="campaign_media")
 async def media(
     *,
     viewer: NamedDependency[Viewer],

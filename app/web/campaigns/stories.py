@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from litestar import get
 from litestar.di import NamedDependency
 from litestar.params import FromQuery
 from litestar.response import Template
@@ -20,9 +19,10 @@ from app.auth.current import Viewer
 from app.instagram.graph import GraphError
 from app.resources import Resources
 from app.web.campaigns.common import NO_STORE
+from app.web.reads import get_or_head
 
 
-@get("/stories", name="campaign_stories")
+@get_or_head("/stories", name="campaign_stories")
 async def stories(
     *,
     viewer: NamedDependency[Viewer],

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from litestar import get
 from litestar.di import NamedDependency
 from litestar.response import Response
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.current import Viewer
 from app.delivery_log.campaign_summary import summary_csv
+from app.web.reads import get_or_head
 
 
-@get("/summary.csv", name="campaign_summary_export")
+@get_or_head("/summary.csv", name="campaign_summary_export")
 async def summary_export(
     viewer: NamedDependency[Viewer], db_session: NamedDependency[AsyncSession]
 ) -> Response[bytes]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import get, post
+from litestar import post
 from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException
 from litestar.params import FromQuery
@@ -25,9 +25,10 @@ from app.db.bounds import parse_id
 from app.db.models import MatchMode
 from app.web.campaigns.common import NO_STORE
 from app.web.htmx import wants_partial
+from app.web.reads import get_or_head
 
 
-@get("/try", name="campaign_try")
+@get_or_head("/try", name="campaign_try")
 async def try_page(
     viewer: NamedDependency[Viewer],
     db_session: NamedDependency[AsyncSession],

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Response, get
+from litestar import Response
 from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException
 from litestar.params import FromPath
@@ -27,6 +27,7 @@ from app.delivery_log.queries import (
 from app.web.htmx import wants_partial
 from app.web.log.paging import HEADERS, NO_STORE
 from app.web.log.rows import row_context
+from app.web.reads import get_or_head
 
 # What the buttons (`app.web.log.actions`) say on the timeline they land on.
 NOTICES = {
@@ -35,7 +36,7 @@ NOTICES = {
 }
 
 
-@get("/{dm_log_id:int}", name="log_entry")
+@get_or_head("/{dm_log_id:int}", name="log_entry")
 async def entry(
     request: HTMXRequest,
     viewer: NamedDependency[Viewer],

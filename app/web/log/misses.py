@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import get
 from litestar.di import NamedDependency
 from litestar.plugins.htmx import HTMXRequest
 from litestar.response import Template
@@ -21,9 +20,10 @@ from app.delivery_log.misses import MISS_REASONS, VERDICTS, fetch_misses
 from app.delivery_log.queries import workspace_names
 from app.delivery_log.story_misses import fetch_story_misses
 from app.web.log.paging import cursors, page_or_results, pager
+from app.web.reads import get_or_head
 
 
-@get("/misses", name="log_misses")
+@get_or_head("/misses", name="log_misses")
 async def misses(
     request: HTMXRequest,
     viewer: NamedDependency[Viewer],

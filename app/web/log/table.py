@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Response, get
+from litestar import Response
 from litestar.di import NamedDependency
 from litestar.plugins.htmx import HTMXRequest
 from litestar.response import Template
@@ -33,9 +33,10 @@ from app.delivery_log.queries import (
 from app.delivery_log.words import TRIGGER_WORDS, state_words
 from app.web.log.paging import NO_STORE, cursors, page_or_results, pager, url
 from app.web.log.rows import row_context
+from app.web.reads import get_or_head
 
 
-@get("/", name="log")
+@get_or_head("/", name="log")
 async def log_table(
     request: HTMXRequest,
     viewer: NamedDependency[Viewer],
@@ -68,7 +69,7 @@ async def log_table(
     return page_or_results(request, context, full="log/index.html", partial="log/_results.html")
 
 
-@get("/updates", name="log_updates")
+@get_or_head("/updates", name="log_updates")
 async def updates(
     request: HTMXRequest,
     viewer: NamedDependency[Viewer],

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from litestar import get
 from litestar.di import NamedDependency
 from litestar.params import FromQuery
 from litestar.plugins.htmx import HTMXRequest
@@ -21,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.auth.current import Viewer
 from app.db.models import Role
 from app.web.htmx import wants_partial
+from app.web.reads import get_or_head
 from app.workspaces.invites import INVITABLE_ROLES, list_open_invites
 from app.workspaces.members import MemberRow, list_members
 from app.workspaces.roles import may_remove, role_choices
@@ -61,7 +61,7 @@ class FormState:
     errors: dict[str, str] = field(default_factory=dict)
 
 
-@get("/", name="team")
+@get_or_head("/", name="team")
 async def team(
     *,
     request: HTMXRequest,
@@ -76,7 +76,7 @@ async def team(
     return await team_page(request, db_session, viewer, notice=message, invited=invited)
 
 
-@get("/left", name="team_left")
+@get_or_head("/left", name="team_left")
 async def left() -> Template:
     """Where someone lands after leaving their last workspace."""
     return Template("team/left.html", headers=NO_STORE)
