@@ -39,6 +39,7 @@ async def purge_expired(ctx: dict[str, Any]) -> dict[str, int]:
         "idempotency_keys": purged.idempotency_keys,
         "webhook_events": purged.webhook_events,
         "idempotency_hits": purged.idempotency_hits,
+        "link_click_day_people": purged.link_click_day_people,
     }
 
 

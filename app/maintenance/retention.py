@@ -2,7 +2,12 @@
 
 Expired idempotency keys can no longer answer a repeat; raw webhook bodies of events that
 were fully processed are kept 30 days for investigation, then dropped; the hourly counts of
-repeats absorbed (the overview shows the last 24 h) are kept a week.
+repeats absorbed (the overview shows the last 24 h) are kept a week. The people who tapped a
+link on each day (`link_click_day_people`, which only keeps a person from counting twice in a
+day of `link_click_days`) are kept for the days the funnel shows and a change of zone counts
+again (the last 31 local days, `migrations/versions/0028_link_click_days_recent_rebuild.py`),
+a day to spare for a zone ahead of UTC: a click older than that, copied late, could only count
+again on a day no page shows.
 """
 
 from __future__ import annotations
@@ -10,13 +15,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import Date, cast, delete, func, literal, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import IdempotencyHit, IdempotencyKey, WebhookEvent, WebhookStatus
+from app.db.models import (
+    IdempotencyHit,
+    IdempotencyKey,
+    LinkClickDayPerson,
+    WebhookEvent,
+    WebhookStatus,
+)
 
 WEBHOOK_RETENTION = timedelta(days=30)
 HITS_RETENTION = timedelta(days=7)
+# Days before today in UTC: every zone's day 31 days back is on or after it.
+DAY_PEOPLE_KEPT_DAYS = 32
 BATCH = 5_000
 
 
@@ -25,6 +38,7 @@ class Purged:
     idempotency_keys: int
     webhook_events: int
     idempotency_hits: int = 0
+    link_click_day_people: int = 0
 
 
 async def purge_expired(session: AsyncSession) -> Purged:
@@ -57,8 +71,20 @@ async def purge_expired(session: AsyncSession) -> Purged:
             )
         )
     )
+    utc_today = cast(func.timezone(literal("UTC"), func.now()), Date)
+    person = LinkClickDayPerson
+    day_people = await session.execute(
+        delete(person).where(
+            tuple_(person.campaign_id, person.day, person.recipient_id).in_(
+                select(person.campaign_id, person.day, person.recipient_id)
+                .where(person.day < utc_today - DAY_PEOPLE_KEPT_DAYS)
+                .limit(BATCH)
+            )
+        )
+    )
     return Purged(
         idempotency_keys=getattr(keys, "rowcount", 0),
         webhook_events=getattr(events, "rowcount", 0),
         idempotency_hits=getattr(hits, "rowcount", 0),
+        link_click_day_people=getattr(day_people, "rowcount", 0),
     )

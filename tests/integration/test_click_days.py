@@ -19,6 +19,7 @@ from app.clicks.recorder import SpooledClick, copy_clicks
 from app.clicks.visitors import Visit
 from app.db.models import Campaign, LegState, MessageKind, Workspace
 from app.delivery_log.funnel import campaign_funnel
+from app.maintenance import retention
 from app.resources import Resources
 from app.workspaces.time_zone import set_time_zone
 from tests.support.dashboard import SUNNY, add_account
@@ -197,3 +198,54 @@ async def test_a_zone_postgresql_does_not_know_counts_in_utc(resources: Resource
     expected = await people_per_day(resources, owner, ZoneInfo("UTC"))
     assert await kept_days(resources, owner) == expected
     assert await funnel_days(resources, owner, ZoneInfo("UTC"), now) == expected
+
+
+async def test_retention_forgets_day_people_older_than_any_day_a_page_counts(
+    resources: Resources,
+) -> None:
+    """The retention job deletes the people kept per day once the day is older than every
+    day the funnel shows or a change of zone counts again, in any zone; the funnel's days
+    stay as they were."""
+    now = datetime.now(UTC)
+    owner = await creator(resources, "Asia/Kolkata")
+    links = await link_dms(resources, owner, 6)
+    await copy_clicks(resources.engine, clicks_around_midnights(links, now, 40))
+    recent = await kept_days(resources, owner)
+    # The oldest day each extreme zone's rebuild counts again (its today, 31 days back).
+    kept_edges = {
+        now.astimezone(ZoneInfo(zone)).date() - timedelta(days=31)
+        for zone in ("Pacific/Kiritimati", "Pacific/Pago_Pago", "UTC")
+    }
+    utc_today = now.date()
+    old = {utc_today - timedelta(days=back) for back in (33, 40, 400)}
+    async with resources.engine.begin() as conn:
+        for day in kept_edges | old:
+            await conn.execute(
+                text(
+                    "INSERT INTO link_click_day_people (campaign_id, day, recipient_id) "
+                    "VALUES (:c, :d, 'old-person')"
+                ),
+                {"c": owner.campaign_id, "d": day},
+            )
+
+    async with resources.sessionmaker() as session, session.begin():
+        purged = await retention.purge_expired(session)
+    assert purged.link_click_day_people == len(old)
+    async with resources.engine.connect() as conn:
+        left = set(
+            (
+                await conn.execute(
+                    text(
+                        "SELECT day FROM link_click_day_people "
+                        "WHERE campaign_id = :c AND recipient_id = 'old-person'"
+                    ),
+                    {"c": owner.campaign_id},
+                )
+            ).scalars()
+        )
+    assert left == kept_edges
+    assert await kept_days(resources, owner) == recent
+    assert await funnel_days(resources, owner, KOLKATA, now) == recent
+    # New taps by the same people on the same days count nobody twice: those days kept theirs.
+    await copy_clicks(resources.engine, clicks_around_midnights(links, now, 40))
+    assert await kept_days(resources, owner) == await people_per_day(resources, owner, KOLKATA)
