@@ -1,3 +1,4 @@
 """Housekeeping the worker runs on a schedule: `retention` forgets expired idempotency keys
-and the bodies of webhook events processed long ago (the `purge_expired` job).
+, the bodies of webhook events processed long ago, old hourly counts of repeats and the
+people kept per day of taps past the funnel's days (the `purge_expired` job).
 """

@@ -152,7 +152,12 @@ async def test_enqueued_job_runs_in_the_worker_and_purges_expired_keys(
         assert job is not None
         await job.refresh(until_complete=60)
         assert job.status == "complete", job.error
-        assert job.result == {"idempotency_keys": 1, "webhook_events": 0, "idempotency_hits": 1}
+        assert job.result == {
+            "idempotency_keys": 1,
+            "webhook_events": 0,
+            "idempotency_hits": 1,
+            "link_click_day_people": 0,
+        }
         async with resources.engine.connect() as conn:
             left = (await conn.execute(text("SELECT key FROM idempotency_keys"))).scalars().all()
         assert left == ["new"]
