@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psycopg
 import redis
+from psycopg import sql
 
 ROOT = Path(__file__).resolve().parents[2]
 PG_ADMIN_URL = os.environ.get("TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -131,7 +132,14 @@ def base_env(database_url: str, redis_url: str) -> dict[str, str]:
 
 
 def truncate_all(database_url: str) -> None:
-    """Empty every table of ours (not Alembic's) and reset identities, in one statement."""
+    """Empty every table of ours (not Alembic's) and restart every sequence, in one transaction.
+
+    Rows go with DELETE, not TRUNCATE: TRUNCATE gives each of the ~30 tables and ~90 indexes a
+    new file even when it is empty, 0.5-1 s per test on a busy machine, while a test leaves a
+    few rows. Every row of every table goes, so foreign keys and the count-keeping triggers are
+    off for the transaction (`session_replication_role = replica`): nothing can dangle, and the
+    kept-count tables are emptied like the rest.
+    """
     with psycopg.connect(database_url, autocommit=True) as conn:
         tables = [
             row[0]
@@ -140,6 +148,15 @@ def truncate_all(database_url: str) -> None:
                 "AND tablename <> 'alembic_version'"
             )
         ]
-        if tables:
-            quoted = ", ".join(f'"{table}"' for table in tables)
-            conn.execute(f"TRUNCATE {quoted} RESTART IDENTITY CASCADE")
+        deletes = [sql.SQL("DELETE FROM {}").format(sql.Identifier(table)) for table in tables]
+        restart = sql.SQL(
+            "SELECT setval(s.seqrelid, s.seqstart, false) FROM pg_sequence s"
+            " JOIN pg_class c ON c.oid = s.seqrelid"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public'"
+        )
+        with conn.transaction():
+            conn.execute(
+                sql.SQL("; ").join(
+                    [sql.SQL("SET LOCAL session_replication_role = replica"), *deletes, restart]
+                )
+            )
