@@ -2,9 +2,10 @@
 
 Order: load (row, campaign, account in one query) → checks (campaign active, account able to
 send, deadline) → public-reply leg → private-reply leg: hourly slot (Redis) → one claim
-statement (person, quota, leg, attempt row) → send → classify → one record statement → give
-back the slot on a definite answer (any other answer counts it from its arrival). Only the
-worker whose claim returned IN_FLIGHT calls Meta.
+statement (person, quota, leg, attempt row) → the request's note (on the same connection) →
+send → classify → one record statement → give back the slot on a definite answer (any other
+answer counts it from its arrival). Only the worker whose claim returned IN_FLIGHT calls
+Meta.
 
 The hourly slot is the one the account's pacer granted the row when the job carries that
 grant; otherwise the job takes a slot of its own, unless the account has a backlog. With no
@@ -104,10 +105,20 @@ class CommentFlow:
 
     async def start(self, conn: AsyncConnection) -> bool:
         """On the connection that loaded the row: claim the private reply, which always goes
-        first (so it costs no second connection)."""
+        first, and note its request, which leaves next (so neither costs another
+        connection)."""
         run = self._run
         if run.pr_due:
-            self._held = await _claim_private(conn, run)
+            held = await _claim_private(conn, run)
+            # A message with an image before it is noted call by call (`send_claimed`).
+            if (
+                held is not None
+                and held.content.lead is None
+                and not await mark_request(run, held.claim, conn)
+            ):
+                await _release_slot(_budget(run), held.slot)
+                held = None
+            self._held = held
         return True
 
     async def finish(self) -> None:
@@ -117,7 +128,9 @@ class CommentFlow:
         held = self._held
         sent = False
         if held is not None:
-            verdict = await send_claimed(run, held.claim, held.content)
+            verdict = await send_claimed(
+                run, held.claim, held.content, marked=held.content.lead is None
+            )
             sent = verdict is None
             if verdict is not None and verdict.definite:
                 await _release_slot(_budget(run), held.slot)

@@ -311,17 +311,24 @@ def observe_call(endpoint: str, verdict: Verdict | None, started: float) -> None
 
 
 async def send_claimed(
-    run: Run, claim: Claim, content: Content, *, follow_up: FollowUpPlan | None = None
+    run: Run,
+    claim: Claim,
+    content: Content,
+    *,
+    follow_up: FollowUpPlan | None = None,
+    marked: bool = False,
 ) -> Verdict | None:
     """Send under a won claim and record the outcome; returns the last call's verdict (None:
-    sent). A follow-up the record scheduled gets its job."""
+    sent). A follow-up the record scheduled gets its job. `marked`: the caller already noted
+    the message's request on the claim's connection (`mark_request` with `conn`; a content
+    with a lead is noted here, call by call)."""
     delivery = run.delivery
     if content.lead is not None:
         sent_claim = await _send_lead(run, claim, content.lead, next_kind=content.message.kind)
         if sent_claim is None:
             return NOT_SENT
-        claim = sent_claim
-    if not await mark_request(run, claim):
+        claim, marked = sent_claim, False
+    if not marked and not await mark_request(run, claim):
         return NOT_SENT
     verdict, message_id, latency_ms = await call_send(run, content.message)
     fallbacks = list(content.fallbacks)
@@ -390,21 +397,19 @@ async def _send_lead(
         )
 
 
-async def mark_request(run: Run, claim: Claim) -> bool:
+async def mark_request(run: Run, claim: Claim, conn: AsyncConnection | None = None) -> bool:
     """Note that the claimed leg's request is about to leave (`claims.mark_request_sent`);
     False when it must not: the claim was taken over, or the database cannot take the note.
     The leg then stays as it is, and the stale-claim sweep gives a leg with no note back to
-    PENDING."""
+    PENDING. On `conn` when given (the claim's own connection, right before the send, saves
+    a checkout), else on a pooled one."""
     leg_name = "private" if claim.leg is Leg.PRIVATE_REPLY else "public"
     try:
-        async with autocommit(run.resources.engine) as conn:
-            marked = await claims.mark_request_sent(
-                conn,
-                dm_log_id=run.delivery.id,
-                worker_id=run.worker_id,
-                attempt_no=claim.attempt_no,
-                leg=claim.leg,
-            )
+        if conn is not None:
+            marked = await _mark(conn, run, claim)
+        else:
+            async with autocommit(run.resources.engine) as pooled:
+                marked = await _mark(pooled, run, claim)
     except (OperationalError, InterfaceError, DBAPIError) as exc:
         logger.warning(
             "not sending the %s leg of %s: could not note the request before it left: %s",
@@ -420,6 +425,16 @@ async def mark_request(run: Run, claim: Claim) -> bool:
         )
         setattr(run.report, leg_name, "claim lost")
     return marked
+
+
+async def _mark(conn: AsyncConnection, run: Run, claim: Claim) -> bool:
+    return await claims.mark_request_sent(
+        conn,
+        dm_log_id=run.delivery.id,
+        worker_id=run.worker_id,
+        attempt_no=claim.attempt_no,
+        leg=claim.leg,
+    )
 
 
 # --- outcomes ---------------------------------------------------------------------------------

@@ -113,7 +113,6 @@ class Throttle:
     def __init__(self, redis: Redis, *, window_s: float) -> None:
         self._redis = redis
         self.window_s = window_s
-        self._observe = redis.register_script(_OBSERVE)
 
     async def observe(
         self, account_id: int, usage: Usage, *, code: int | None = None
@@ -150,7 +149,8 @@ class Throttle:
         return previous if previous != mode else None
 
     async def _set(self, account_id: int, mode: str, share: float, hold_s: float) -> Observed:
-        answer: list[Any] = await self._observe(
+        # Registered here, not per Throttle: most answers say nothing and run no script.
+        answer: list[Any] = await self._redis.register_script(_OBSERVE)(
             keys=[_KEY.format(account_id=account_id)],
             args=[mode, f"{share:.3f}", max(1, int(hold_s * 1000))],
         )
