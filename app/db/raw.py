@@ -38,11 +38,26 @@ Db: TypeAlias = AsyncConnection[Any]
 _BIND = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")
 
 
+# psycopg keeps a statement's parsed form only up to this length (its
+# `_queries.MAX_CACHED_STATEMENT_LENGTH`); a longer one is parsed again on every execution.
+PSYCOPG_CACHED_LENGTH = 4096
+
+
 def psycopg_sql(sql: str) -> str:
-    """`sql` written with `:name` parameters, with psycopg's `%(name)s` instead."""
+    """`sql` written with `:name` parameters, with psycopg's `%(name)s` instead, each line
+    without its indentation. Refused when psycopg would not keep its parsed form."""
     if "%" in sql:
         raise ValueError("a literal % would need escaping for psycopg; keep it out of the SQL")
-    return _BIND.sub(r"%(\1)s", sql)
+    lines = [line.strip() for line in sql.strip().splitlines()]
+    if any(line.count("'") % 2 for line in lines):
+        raise ValueError("a string literal spans lines; its indentation would be lost")
+    converted = _BIND.sub(r"%(\1)s", "\n".join(lines))
+    if len(converted.encode()) > PSYCOPG_CACHED_LENGTH:
+        raise ValueError(
+            f"{len(converted.encode())} bytes: psycopg parses a statement longer than "
+            f"{PSYCOPG_CACHED_LENGTH} again on every execution"
+        )
+    return converted
 
 
 async def driver_of(conn: SqlConnection) -> Db:
