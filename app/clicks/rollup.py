@@ -20,8 +20,9 @@ not at all (a retried batch cannot count twice):
    rows are no more contended than the hour rows the statement locks anyway (a slice is
    within one hour, of one button), so they are not striped;
 5. the people of each (campaign, day) go into `link_click_day_people`, the day in the
-   workspace's time zone (read from its row, held `FOR SHARE` so that a change of zone, whose
-   trigger counts the days again, never interleaves with a copy), `ON CONFLICT DO NOTHING`;
+   workspace's time zone (read from its row, held `FOR SHARE` so that the recount after a
+   change of zone, `app.clicks.day_recount`, never interleaves with a copy), `ON CONFLICT DO
+   NOTHING`;
    `link_click_days` gains one person per new key: the funnel's people per day.
 
 The source of the visits is a relation with the columns `(click_key, dm_log_id, button,
@@ -68,8 +69,8 @@ WITH new AS (
     ON CONFLICT DO NOTHING
     RETURNING campaign_id, button, first_clicked_at
 ), zones AS (
-    -- Held FOR SHARE to the commit: a change of the workspace's zone (whose trigger counts
-    -- the days again) waits for this copy, or this copy waits for it and reads the new zone.
+    -- Held FOR SHARE to the commit: the recount after a change of the workspace's zone
+    -- (app.clicks.day_recount) waits for this copy, or this copy waits for it.
     SELECT w.id AS workspace_id, zone_or_utc(w.time_zone) AS zone
     FROM workspaces w WHERE w.id IN (SELECT workspace_id FROM counted)
     FOR SHARE OF w

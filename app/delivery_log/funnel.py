@@ -25,8 +25,8 @@ they tapped: one who tapped on Monday and on Tuesday is one of Monday's people a
 Tuesday's, as a creator reads "people who tapped a link that day" (so those days do not add up
 to the total, which counts each person once). Such a count cannot be summed from fixed UTC
 buckets for every zone, so the people of each day are kept for the workspace's zone as clicks
-come in, and the last 31 days are counted again from their clicks when the zone changes
-(`app.db.models.clicks.LinkClickDay`).
+come in, and the last 31 days are counted again from their clicks by the worker when the zone
+changes (`app.db.models.clicks.LinkClickDay`, `app.clicks.day_recount`).
 
 Per button: the people who tapped it, per 100 people the link went to.
 
@@ -145,7 +145,8 @@ GROUP BY 1
 # People who tapped: in all from the kept counts (each person once by `link_click_people`'s
 # key, summed from a few rows per hour); per day from the people kept per day of the
 # workspace's zone (`link_click_days`, one row a day). Should the funnel be asked for another
-# zone than the one those days are kept in, its days come from the window's raw rows instead.
+# zone than the one those days are kept in, or those days wait to be counted again in a new
+# zone (`app.clicks.day_recount`), its days come from the window's raw rows instead.
 _CLICKED = text(
     """
 SELECT COALESCE(sum(people), 0) FROM link_click_hours
@@ -155,7 +156,8 @@ WHERE workspace_id = :workspace_id AND campaign_id = :campaign_id
 _CLICKED_DAYS = text(
     """
 WITH kept AS (
-    SELECT COALESCE(bool_or(zone_or_utc(time_zone) = :tz), false) AS in_zone
+    SELECT COALESCE(bool_or(zone_or_utc(time_zone) = :tz AND NOT click_days_recount_due), false)
+           AS in_zone
     FROM workspaces WHERE id = :workspace_id
 )
 SELECT day, people FROM link_click_days

@@ -12,6 +12,7 @@ from typing import Any
 
 from app.accounts import subscriptions
 from app.accounts.token_refresh import refresh_expiring_tokens
+from app.clicks import day_recount
 from app.db.engine import autocommit
 from app.db.models import TriggerKind
 from app.delivery.intake import outbox
@@ -41,6 +42,23 @@ async def purge_expired(ctx: dict[str, Any]) -> dict[str, int]:
         "idempotency_hits": purged.idempotency_hits,
         "link_click_day_people": purged.link_click_day_people,
     }
+
+
+async def recount_click_days(
+    ctx: dict[str, Any], *, workspace_id: int | None = None
+) -> dict[str, int]:
+    """One workspace's days after its change of zone; as the cron, every workspace waiting."""
+    resources = runtime_of(ctx).resources
+    if workspace_id is None:
+        async with resources.sessionmaker() as session:
+            due = await day_recount.recounts_due(session)
+    else:
+        due = [workspace_id]
+    recounted = 0
+    for one in due:
+        async with resources.sessionmaker() as session, session.begin():
+            recounted += await day_recount.recount_click_days(session, one)
+    return {"recounted": recounted}
 
 
 async def ingest_event(ctx: dict[str, Any], *, event_ids: list[int]) -> dict[str, Any]:

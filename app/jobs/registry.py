@@ -43,6 +43,15 @@ JOBS: tuple[RegisteredJob, ...] = (
     RegisteredJob(
         JobName.PURGE_EXPIRED, handlers.purge_expired, JobOptions(timeout=300), "17 * * * *"
     ),
+    # A workspace's taps per day counted again after a change of zone: on request, and every
+    # five minutes for a change whose job never reached Redis. A big account's 31 days of
+    # clicks take a while, so the work lane.
+    RegisteredJob(
+        JobName.RECOUNT_CLICK_DAYS,
+        handlers.recount_click_days,
+        JobOptions(timeout=600),
+        "*/5 * * * *",
+    ),
     RegisteredJob(
         JobName.INGEST_EVENT,
         handlers.ingest_event,

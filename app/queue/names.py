@@ -28,3 +28,4 @@ class JobName(StrEnum):
     RECONCILE_ACCOUNT = "reconcile_account"
     BIND_NEXT_POSTS = "bind_next_posts"
     CHECK_WEBHOOK_SUBSCRIPTIONS = "check_webhook_subscriptions"
+    RECOUNT_CLICK_DAYS = "recount_click_days"

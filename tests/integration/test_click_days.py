@@ -1,7 +1,8 @@
 """The funnel's people who tapped a link each day, kept as clicks are copied in, agree with the
-rows: in a half-hour zone, after the workspace's zone changes (the days are counted again), and
-while clicks are copied during zone changes (each copy counts in the zone its workspace row
-held, the rebuild sees every copy before it).
+rows: in a half-hour zone, after the workspace's zone changes (the worker counts the days again;
+until it has, the funnel counts them from the clicks), and while clicks are copied during zone
+changes (each copy counts in the zone its workspace row held, the recount sees every copy
+before it).
 """
 
 from __future__ import annotations
@@ -11,19 +12,23 @@ import hashlib
 from collections import Counter
 from datetime import UTC, date, datetime, time, timedelta
 from itertools import count
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from sqlalchemy import text
 
+from app.clicks.day_recount import recount_click_days
 from app.clicks.recorder import SpooledClick, copy_clicks
 from app.clicks.visitors import Visit
 from app.db.models import Campaign, LegState, MessageKind, Workspace
 from app.delivery_log.funnel import campaign_funnel
 from app.maintenance import retention
 from app.resources import Resources
+from app.settings import Settings
 from app.workspaces.time_zone import set_time_zone
-from tests.support.dashboard import SUNNY, add_account
-from tests.support.log_data import Creator, add_campaign, add_log
+from tests.support.dashboard import SUNNY, add_account, tokens
+from tests.support.log_data import Creator, add_campaign, add_log, signed_in_creator
+from tests.support.processes import start_worker
 
 KOLKATA = ZoneInfo("Asia/Kolkata")  # UTC+5:30
 ST_JOHNS = ZoneInfo("America/St_Johns")  # UTC-3:30 (or -2:30 in summer)
@@ -106,8 +111,20 @@ async def kept_days(resources: Resources, owner: Creator) -> Counter[date]:
 
 
 async def change_zone(resources: Resources, owner: Creator, zone: ZoneInfo) -> None:
+    """The settings request's change, then the worker's recount (each its own transaction)."""
     async with resources.sessionmaker() as session, session.begin():
         await set_time_zone(session, owner.workspace_id, zone.key)
+    async with resources.sessionmaker() as session, session.begin():
+        assert await recount_click_days(session, owner.workspace_id)
+
+
+async def recount_due(resources: Resources, owner: Creator) -> bool:
+    async with resources.engine.connect() as conn:
+        due = await conn.scalar(
+            text("SELECT click_days_recount_due FROM workspaces WHERE id = :w"),
+            {"w": owner.workspace_id},
+        )
+    return bool(due)
 
 
 async def test_people_per_day_follow_the_workspace_zone(resources: Resources) -> None:
@@ -249,3 +266,68 @@ async def test_retention_forgets_day_people_older_than_any_day_a_page_counts(
     # New taps by the same people on the same days count nobody twice: those days kept theirs.
     await copy_clicks(resources.engine, clicks_around_midnights(links, now, 40))
     assert await kept_days(resources, owner) == await people_per_day(resources, owner, KOLKATA)
+
+
+async def test_a_change_of_zone_is_counted_again_by_the_worker_not_the_request(
+    settings: Settings, resources: Resources, test_env: dict[str, str], artifacts_dir: Path
+) -> None:
+    """The Team page's change of zone only marks the workspace; until the worker has counted
+    the days again the funnel counts them from the clicks, in the new zone, so the page is
+    true meanwhile; the job the request enqueued then counts them."""
+    now = datetime.now(UTC)
+    async with signed_in_creator(settings, resources) as owner:
+        async with resources.sessionmaker() as session, session.begin():
+            await set_time_zone(session, owner.workspace_id, "Asia/Kolkata")
+        links = await link_dms(resources, owner, 9)
+        # One more person, once, at 03:00 in Kolkata: the evening before in St John's.
+        lonely = await add_log(
+            resources,
+            owner,
+            recipient_id="7999",
+            message_kind=MessageKind.REVEAL,
+            state=LegState.SENT,
+        )
+        at = datetime.combine(now.astimezone(KOLKATA).date(), time(3), KOLKATA)
+        at = at if at <= now else at - timedelta(days=1)
+        once = SpooledClick(b"lonely tap 00001", lonely, 0, Visit.CLICK, at.astimezone(UTC))
+        await copy_clicks(resources.engine, [*clicks_around_midnights(links, now, 120), once])
+        in_kolkata = await kept_days(resources, owner)
+        assert in_kolkata == await people_per_day(resources, owner, KOLKATA)
+
+        page = await owner.client.get("/team", headers={"accept": "text/html"})
+        form = {**tokens(page.text, "/team/time-zone"), "time_zone": ST_JOHNS.key}
+        saved = await owner.client.post("/team/time-zone", data=form)
+        assert saved.status_code == 200, saved.text
+
+    # The request counted nothing again: the kept days are still Kolkata's...
+    assert await recount_due(resources, owner)
+    assert await kept_days(resources, owner) == in_kolkata
+    expected = await people_per_day(resources, owner, ST_JOHNS)
+    assert expected != in_kolkata
+    # ...and the funnel, asked in the new zone, counts the clicks instead of showing them.
+    assert await funnel_days(resources, owner, ST_JOHNS, now) == expected
+
+    worker = start_worker(test_env, artifacts_dir)
+    try:
+        while await recount_due(resources, owner):
+            assert worker.running, worker.output()
+            await asyncio.sleep(0.2)
+    finally:
+        worker.stop()
+    assert await kept_days(resources, owner) == expected
+    assert await funnel_days(resources, owner, ST_JOHNS, now) == expected
+
+
+async def test_a_recount_of_a_workspace_not_marked_changes_nothing(resources: Resources) -> None:
+    now = datetime.now(UTC)
+    owner = await creator(resources, "Asia/Kolkata")
+    links = await link_dms(resources, owner, 4)
+    await copy_clicks(resources.engine, clicks_around_midnights(links, now, 30))
+    kept = await kept_days(resources, owner)
+    # The same zone again marks nothing.
+    async with resources.sessionmaker() as session, session.begin():
+        await set_time_zone(session, owner.workspace_id, "Asia/Kolkata")
+    assert not await recount_due(resources, owner)
+    async with resources.sessionmaker() as session, session.begin():
+        assert not await recount_click_days(session, owner.workspace_id)
+    assert await kept_days(resources, owner) == kept

@@ -150,9 +150,9 @@ class LinkClickDay(Base):
     """How many people tapped one of a campaign's links on one day of the workspace's zone.
 
     Kept by the click copier's statement (`app.clicks.rollup`) with `LinkClickDayPerson`, in
-    the workspace's zone at the time; when the zone changes, a trigger on `workspaces`
-    (migrations 0025, 0028) counts the last 31 days again in the new zone (older days, which no
-    page shows, keep their rows).
+    the workspace's zone at the time; when the zone changes, the worker counts the last 31
+    days again in the new zone (`app.clicks.day_recount`; older days, which no page shows,
+    keep their rows).
     """
 
     __tablename__ = "link_click_days"

@@ -7,6 +7,7 @@ from enum import StrEnum
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     ForeignKey,
@@ -15,6 +16,7 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
+from sqlalchemy import false as sa_false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, BigId, CreatedAt, str_enum
@@ -57,6 +59,12 @@ class Workspace(Base):
     monthly_dm_quota: Mapped[int | None] = mapped_column(BigInteger)
     # IANA name the dashboard shows times in (app.workspaces.time_zone); stored times are UTC.
     time_zone: Mapped[str] = mapped_column(String(64), server_default="UTC")
+    # The zone changed and the people kept per day of taps (`link_click_days`) are still to be
+    # counted again in it, by the worker (`app.clicks.day_recount`); meanwhile the funnel
+    # counts its days from the clicks themselves.
+    click_days_recount_due: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=sa_false()
+    )
     created_at: Mapped[CreatedAt]
 
 

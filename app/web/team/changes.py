@@ -40,9 +40,11 @@ async def change_team(
     scope: str,
     done: str,
     change: Callable[[AsyncSession], Awaitable[Refusal | None]],
+    after_commit: Callable[[], Awaitable[None]] | None = None,
 ) -> Response[Any]:
     """Run one change of the team under the form's one-time key: a refusal becomes a notice,
-    success goes back to the Team page saying `done` (a key of `page.NOTICES`)."""
+    success goes back to the Team page saying `done` (a key of `page.NOTICES`); `after_commit`
+    runs once the change is committed (a job to enqueue)."""
 
     async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
         refusal = await change(session)
@@ -50,4 +52,6 @@ async def change_team(
             return Refused(refused(request, refusal))
         return redirect_to(f"/team?notice={done}")
 
-    return await idempotent(request, resources, viewer, scope=scope, action=action)
+    return await idempotent(
+        request, resources, viewer, scope=scope, action=action, after_commit=after_commit
+    )

@@ -12,6 +12,7 @@ from litestar.plugins.htmx import HTMXRequest
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.current import Viewer
+from app.queue import JobName, enqueue
 from app.resources import Resources
 from app.web.guards import editors_only
 from app.web.team.changes import change_team
@@ -38,6 +39,15 @@ async def time_zone(
         await set_time_zone(session, viewer.workspace_id, zone)
         return None
 
+    async def recount() -> None:
+        await enqueue(resources.queue, JobName.RECOUNT_CLICK_DAYS, workspace_id=viewer.workspace_id)
+
     return await change_team(
-        request, resources, viewer, scope="team.time_zone", done="time_zone", change=change
+        request,
+        resources,
+        viewer,
+        scope="team.time_zone",
+        done="time_zone",
+        change=change,
+        after_commit=recount,
     )
