@@ -80,6 +80,10 @@ class Surge:
 
     @property
     def drain_words(self) -> str:
+        if self.pace.mode == PAUSED and self.cap:
+            # Once the hold is over, at the usual pace.
+            usual_s = self.waiting / self.cap * self.window_s
+            return f"after the hold, {duration_words(usual_s)}"
         return duration_words(self.drain_s)
 
     @property

@@ -101,9 +101,11 @@ async def test_visitors_see_the_state_and_signed_in_users_see_what_is_wrong(
     state, title = await _badge(client)
     assert state == "down"
     assert title == "Something is not running; sign in for details"
-    assert "waiting" not in (await client.get("/status/badge")).text  # no queue to strangers
+    stranger = (await client.get("/status/badge")).text
+    assert "waiting" not in stranger  # no queue to strangers
+    assert "queued" not in stranger
     await sign_up(client, "sunny@example.com")
-    assert " waiting</span>" in (await client.get("/status/badge")).text
+    assert re.search(r"· \d+ jobs? queued</span>", (await client.get("/status/badge")).text)
     state, title = await _badge(client)
     assert state == "down"
     assert title == f"no worker heartbeat in the last {HEARTBEAT_TTL_S} s"

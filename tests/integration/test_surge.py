@@ -12,6 +12,10 @@ import pytest
 from sqlalchemy import text
 
 from app.db.models import LegState
+from app.delivery.send.budget import Slot
+from app.delivery.send.budget_history import account_budget
+from app.delivery.send.throttle import Throttle
+from app.instagram.graph import Usage
 from app.resources import Resources
 from app.settings import Settings
 from tests.support.log_data import Creator, add_logs, log_values, signed_in_creator
@@ -30,7 +34,7 @@ async def owner(
 def _field(html: str, name: str) -> str:
     match = re.search(rf'data-field="{name}">(.*?)</dd>', html, re.DOTALL)
     assert match, name
-    return re.sub(r"<[^>]+>|\s+", " ", match.group(1)).strip()
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", match.group(1))).strip()
 
 
 async def test_a_backlog_shows_its_pace_its_end_and_what_will_miss_the_window(
@@ -47,7 +51,7 @@ async def test_a_backlog_shows_its_pace_its_end_and_what_will_miss_the_window(
 
     overview = (await owner.client.get("/", headers=HTML)).text
     assert "1,000 comments waiting for their DM" in overview
-    assert _field(overview, "sent").startswith("0 of 750")
+    assert _field(overview, "sent").startswith("0 of 750 used")
     assert _field(overview, "pace") == "750 per hour, oldest comments first"
     assert _field(overview, "drain") == "about 1 h 20 min"
     will_miss = int(re.sub(r"\D", "", _field(overview, "will-miss").split(" at ")[0]))
@@ -69,6 +73,74 @@ async def test_a_backlog_shows_its_pace_its_end_and_what_will_miss_the_window(
 async def test_no_backlog_no_surge(resources: Resources, owner: Creator) -> None:
     await add_logs(resources, [log_values(owner, state=LegState.SENT)])
     assert "waiting for their DM" not in (await owner.client.get("/", headers=HTML)).text
+    page = (await owner.client.get(f"/accounts/{owner.account_id}", headers=HTML)).text
+    assert "waiting for their DM" not in page
+    # The account page says so, and keeps asking: a surge that starts shows up there.
+    assert "No comments are waiting for their DM." in page
+    assert 'hx-trigger="every 10s' in page
+
+
+async def test_one_comment_waiting_reads_in_the_singular(
+    resources: Resources, owner: Creator
+) -> None:
+    await add_logs(resources, [log_values(owner, state=LegState.PENDING)])
+    overview = (await owner.client.get("/", headers=HTML)).text
+    assert ": 1 comment waiting for their DM" in overview
+    assert _field(overview, "drain") == "under a minute"
+    assert _field(overview, "will-miss") == "none at this pace"
+
+
+async def test_slots_in_use_count_what_is_sent_or_on_its_way_never_more(
+    resources: Resources, owner: Creator
+) -> None:
+    await add_logs(resources, [log_values(owner, state=LegState.PENDING) for _ in range(2)])
+    budget = account_budget(resources)
+    for _ in range(3):
+        assert isinstance(await budget.reserve(owner.account_id), Slot)
+    sent = _field((await owner.client.get("/", headers=HTML)).text, "sent")
+    assert sent.startswith("3 of 750 used"), sent
+    # Slots are taken before a send; the words claim no delivery.
+    assert "DMs sent or on their way" in sent
+
+
+async def test_a_pace_slowed_by_meta_shows_the_slower_rate_and_a_later_end(
+    resources: Resources, owner: Creator
+) -> None:
+    await add_logs(resources, [log_values(owner, state=LegState.PENDING) for _ in range(150)])
+    throttle = Throttle(resources.redis, window_s=3600)
+    # Meta's headers say the account's budget is 95 % used: a fifth of the usual pace.
+    usage = Usage(business={"1": [{"type": "instagram", "call_count": 95}]})
+    assert await throttle.observe(owner.account_id, usage) is not None
+    overview = (await owner.client.get("/", headers=HTML)).text
+    assert _field(overview, "pace").startswith("Slowed to 150 per hour")
+    assert _field(overview, "drain") == "about 1 h"
+
+
+async def test_an_account_put_on_hold_by_meta_says_so_and_what_it_means(
+    resources: Resources, owner: Creator
+) -> None:
+    now = datetime.now(UTC)
+    # 10 comments whose window closes in 20 min, while Instagram asks for 30 min: all miss.
+    rows = [
+        log_values(owner, state=LegState.PENDING, deadline_at=now + timedelta(minutes=20))
+        for _ in range(10)
+    ] + [log_values(owner, state=LegState.PENDING) for _ in range(5)]
+    await add_logs(resources, rows)
+    usage = Usage(business={"1": [{"call_count": 100, "estimated_time_to_regain_access": 30}]})
+    throttle = Throttle(resources.redis, window_s=3600)
+    assert await throttle.observe(owner.account_id, usage, code=4) is not None
+    for html in (
+        (await owner.client.get("/", headers=HTML)).text,
+        (await owner.client.get(f"/accounts/{owner.account_id}", headers=HTML)).text,
+    ):
+        pace = _field(html, "pace")
+        assert pace.startswith("On hold: Instagram asked this account to wait (about 30 min)"), pace
+        # Then 15 comments at 750 an hour.
+        assert _field(html, "drain") == "after the hold, about 1 min"
+        assert _field(html, "will-miss").startswith("10 at this pace")
+        # Meta's code is for the details (the delivery log), not this panel.
+        assert "code 4" not in pace
+        assert "SENT" not in html.split('id="surge-', 1)[1].split("</section>", 1)[0]
 
 
 async def test_public_replies_waiting_for_their_limit_are_counted_apart(
