@@ -74,7 +74,7 @@ async def test_no_backlog_no_surge(resources: Resources, owner: Creator) -> None
     await add_logs(resources, [log_values(owner, state=LegState.SENT)])
     assert "waiting for their DM" not in (await owner.client.get("/", headers=HTML)).text
     page = (await owner.client.get(f"/accounts/{owner.account_id}", headers=HTML)).text
-    assert "waiting for their DM" not in page
+    assert 'class="card surge"' not in page
     # The account page says so, and keeps asking: a surge that starts shows up there.
     assert "No comments are waiting for their DM." in page
     assert 'hx-trigger="every 10s' in page
