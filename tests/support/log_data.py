@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from itertools import count
 from typing import Any
 
@@ -101,10 +102,18 @@ async def other_workspace(settings: Settings, resources: Resources) -> Creator:
         return creator
 
 
+@cache
+def password_hash() -> str:
+    """One argon2 hash of `PASSWORD` for every user seeded here: each hash is half a second of
+    CPU on purpose, and a salt shared by test users proves nothing less (sign-up through the
+    app, as `new_creator` does, still hashes each time)."""
+    return hash_password(PASSWORD)
+
+
 async def add_member(resources: Resources, workspace_id: int, email: str) -> None:
     """A user with the member role in `workspace_id` (password `PASSWORD`)."""
     async with resources.sessionmaker() as session, session.begin():
-        user = User(email=email, password_hash=hash_password(PASSWORD))
+        user = User(email=email, password_hash=password_hash())
         session.add(user)
         await session.flush()
         session.add(WorkspaceMember(workspace_id=workspace_id, user_id=user.id, role=Role.MEMBER))
