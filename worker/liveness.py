@@ -1,14 +1,15 @@
 """Taking over the jobs of a dead worker: every live worker looks every few seconds.
 
 A worker SIGKILLed (or frozen past its heartbeat's lifetime) leaves the jobs it had taken in
-SAQ's active list. SAQ alone would find them only past their timeout (70 s for a delivery)
-plus its sweep (up to a minute), and then abort a job that has no retries left instead of
-running it. Here each live worker, every `HEARTBEAT_INTERVAL_S`, reads the held jobs and puts
-back at the front of the queue those whose worker is gone: neither beating nor draining, and
-its beat missing for a full key lifetime (`app/heartbeat.py` `workers_gone`: right after a
-Redis restart, which loses every heartbeat key, a live worker is not taken for dead before it
-has had a key lifetime to beat again). So they run again within the heartbeat's lifetime plus
-one look.
+SAQ's active list. SAQ's own sweep would find them only past their timeout (70 s for a delivery)
+plus up to a minute, and then abort a job that has no retries left instead of running it; it
+also aborted jobs live workers had just taken, so the queue's sweep no longer touches a held job
+(`app.queue.saq_adapter.LeanRedisQueue`). Here each live worker, every `HEARTBEAT_INTERVAL_S`,
+reads the held jobs and puts back at the front of the queue those whose worker is gone: neither
+beating nor draining, and its beat missing for a full key lifetime (`app/heartbeat.py`
+`workers_gone`: right after a Redis restart, which loses every heartbeat key, a live worker is
+not taken for dead before it has had a key lifetime to beat again). So they run again within the
+heartbeat's lifetime plus one look.
 
 Running a job again is safe because every job is idempotent by its own statements: a
 delivery's claim decides in PostgreSQL whether anything is sent (docs/architecture.md#queue).

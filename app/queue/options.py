@@ -4,9 +4,9 @@ SAQ's defaults (10 s, no retry) fit none of our jobs, so every job declares its 
 `app.jobs.registry`, and a queue is opened with them (`app.queue.enqueue.open_queue`).
 
 A job that calls Meta gets a timeout that grows with SEND_TIMEOUT_S, the bound of each call
-(`JobOptions.timeout_for`): SAQ cancels a job past its timeout, and its sweep aborts one it
-finds running past it, and either in the middle of a send would leave a claim for the
-stale-claim sweep to call UNCONFIRMED although the send would have finished.
+(`JobOptions.timeout_for`): SAQ cancels a job past its timeout, which in the middle of a send
+would leave a claim for the stale-claim sweep to call UNCONFIRMED although the send would
+have finished. (The queue's sweep never aborts a held job: `app.queue.saq_adapter`.)
 
 A job runs in one of two lanes (`Lane`), each a SAQ queue of its own that every worker
 consumes: the work lane for deliveries and whatever calls Meta or runs long, the control lane

@@ -20,7 +20,9 @@ What reaches into SAQ's internals:
   again when it has no retries left; the requeue is one Lua script that compares the stored
   payload first, so a job that finished or was requeued meanwhile is left alone.
 - `LeanRedisQueue`: SAQ's Redis queue with its `dequeue`, `_update` and `_finish` each in one
-  round trip, using the queue's lists (`_queued`, `_active`, `_incomplete`).
+  round trip, using the queue's lists (`_queued`, `_active`, `_incomplete`), and a `sweep`
+  (SAQ's worker calls it every minute) that only drops ids whose payload is gone, from
+  `_active` and `_incomplete`.
 
 tests/integration/test_saq_adapter.py pins each of these against the installed SAQ on a
 real Redis, so an upgrade that changes one fails there, naming what changed.
@@ -92,6 +94,21 @@ return {job_id, redis.call('GET', job_id)}
 """
 
 
+# Ids in the active list whose payload is gone (expired): dropped from the active list and
+# the incomplete set, as SAQ's sweep drops them; returns them.
+_DROP_MISSING = """
+local dropped = {}
+for _, job_id in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+    if redis.call('EXISTS', job_id) == 0 then
+        redis.call('LREM', KEYS[1], 0, job_id)
+        redis.call('ZREM', KEYS[2], job_id)
+        table.insert(dropped, job_id)
+    end
+end
+return dropped
+"""
+
+
 class LeanRedisQueue(RedisQueue):
     """SAQ's Redis queue, each step of a job's life in one round trip instead of two.
 
@@ -101,7 +118,24 @@ class LeanRedisQueue(RedisQueue):
     (`_TAKE_WAITING`), and each status change is written with its notification in one
     pipeline, in SAQ's own order: three round trips. What is stored, and what a listener is
     told, is what SAQ's own methods store and tell.
+
+    SAQ's sweep aborts every job in the active list not yet marked active, and every one past
+    its timeout or heartbeat. A job a live worker has just taken is in the active list, still
+    marked queued, until its taker's next round trip, which a loaded machine delays: the sweep
+    aborted such jobs while they ran (a delivery cancelled mid-send leaves a claim the
+    stale-claim sweep calls UNCONFIRMED) and queued them again beside the first run (an
+    ingest run beside another skips the events it holds, and finds nothing to do). Jobs of a
+    dead worker, taken or marked, are the orphan watch's (`worker/liveness.py`); a live
+    worker cancels its own job past its timeout. So the sweep here only drops ids whose
+    payload is gone (`_DROP_MISSING`), which nobody can run.
     """
+
+    async def sweep(self, lock: int = 60, abort: float = 5.0) -> list[str]:
+        drop = getattr(self, "_drop_missing", None)
+        if drop is None:
+            drop = self._drop_missing = self.redis.register_script(_DROP_MISSING)
+        dropped: list[bytes] = await drop(keys=[self._active, self._incomplete])
+        return [job_id.decode() for job_id in dropped]
 
     async def dequeue(
         self,
@@ -196,7 +230,7 @@ async def held_jobs(queue: Queue) -> list[HeldJob]:
     for job_id, payload in zip(ids, payloads, strict=True):
         job = redis_queue.deserialize(payload) if payload else None
         if job is None:
-            continue  # gone: SAQ's sweep drops ids whose payload expired
+            continue  # gone: the sweep drops ids whose payload expired
         held.append(
             HeldJob(
                 job_id=job_id.decode(),
