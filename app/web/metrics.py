@@ -13,6 +13,7 @@ from typing import Any
 
 from litestar import Controller, Request
 from litestar.di import NamedDependency
+from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
 from litestar.response import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -28,9 +29,7 @@ class MetricsController(Controller):
     async def metrics(
         self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
     ) -> Response[bytes]:
-        refusal = _refusal(request, resources.settings.metrics_token)
-        if refusal is not None:
-            return refusal
+        _refuse_unless_allowed(request, resources.settings.metrics_token)
         return Response(
             await render_metrics(resources),
             media_type=CONTENT_TYPE_LATEST,
@@ -44,21 +43,17 @@ def is_local_client(request: Request[Any, Any, Any]) -> bool:
     return (request.client.host if request.client else None) in _LOOPBACK
 
 
-def _refusal(request: Request[Any, Any, Any], token: str | None) -> Response[bytes] | None:
+def _refuse_unless_allowed(request: Request[Any, Any, Any], token: str | None) -> None:
+    """A refusal in the app's error shape (a page, or JSON with a `detail` for a scraper)."""
     if token is not None:
         offered = request.headers.get("authorization", "")
         if hmac.compare_digest(offered.encode(), f"Bearer {token}".encode()):
-            return None
-        return Response(
-            b"a metrics token is required: Authorization: Bearer <METRICS_TOKEN>\n",
-            status_code=401,
-            media_type="text/plain",
+            return
+        raise NotAuthorizedException(
+            "A metrics token is required: Authorization: Bearer <METRICS_TOKEN>.",
             headers={"WWW-Authenticate": 'Bearer realm="metrics"'},
         )
-    if is_local_client(request):
-        return None
-    return Response(
-        b"metrics are served to this machine only; set METRICS_TOKEN to scrape from elsewhere\n",
-        status_code=403,
-        media_type="text/plain",
-    )
+    if not is_local_client(request):
+        raise PermissionDeniedException(
+            "Metrics are served to this machine only; set METRICS_TOKEN to scrape from elsewhere."
+        )

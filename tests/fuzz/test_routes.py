@@ -6,11 +6,12 @@ member and a stranger.
 
 Beside them, a fixed hostile sweep on every route (`test_route_refuses_hostile_requests_clearly`),
 written byte for byte (`tests.support.raw_http`) so nothing is cleaned up on the way: a method
-the route does not take, ids no row can have, path traversal raw and escaped, invalid UTF-8
-and NUL in the path, the query and the form, numbers past int64, forms past the body limit,
-wrong content types (bad JSON, multipart without a boundary, none), overlong and undecodable
-headers, bad webhook bodies signed correctly; as the owner, and in part as a member and a
-stranger.
+the route does not take, ids no row can have, path traversal raw and escaped, invalid UTF-8,
+cut-short escapes and NUL in the path, the query and the form, numbers past int64, days out
+of range, repeated parameters and fields, forms past the body limit, wrong content types (bad
+JSON, multipart without a boundary, text/plain, none), overlong and undecodable headers, odd
+htmx, proxy and cache headers, bad webhook bodies signed correctly; as the owner, and in part
+as a member and a stranger.
 
 Every route that answers GET is also asked with HEAD (`test_head_answers_like_get`): the same
 status, content type and security headers as its GET twin, and no body.
@@ -385,6 +386,9 @@ BAD_QUERIES = [
     b"q=\xff\xfe&from=\xc3\x28&campaign=\xff",
     b"%00=%00",
     b"&&&==&=%&%%%zz=%G0&q=" + b"x" * 6000,
+    # Repeated parameters, numbers and days out of range, escapes cut short, a header in a value.
+    b"page=-1&page=abc&range=-1&range=99999999999&from=0000-00-00&from=2024-06-01&to=2024-13-01"
+    b"&state=SENT&state=%FF&campaign=1&campaign=2&v=%ZZ&q=%E0%A4%A&next=%0d%0aSet-Cookie:x=1",
 ]
 
 
@@ -437,6 +441,12 @@ def _hostile_bodies(route: Route, target: Target, who: str) -> list[Hostile]:
             b'--zz\r\ncontent-disposition: form-data; name="\xff"\r\n\r\n\x00\r\n--zz',
         ),
         ("no content type", (csrf,), _form(who, target, b"name=x")),
+        ("text/plain", ((b"content-type", b"text/plain"), csrf), _form(who, target, b"name=x")),
+        (
+            "form: every field twice",
+            (form,),
+            _form(who, target, _every_field(b"1") + b"&" + _every_field(b"%FF")),
+        ),
     ]
     return [Hostile(what, who, route.method.encode(), path, h, b) for what, h, b in bodies]
 
@@ -541,6 +551,32 @@ def _hostile(route: Route, target: Target) -> list[Hostile]:
         Hostile(
             "odd accept", owner, method, path, ((b"accept", b"\xff/\xfe;q=x, */*;q=" + b"9" * 50),)
         ),
+        Hostile(
+            "odd htmx headers",
+            owner,
+            method,
+            path,
+            (
+                (b"hx-request", b"false"),
+                (b"hx-trigger", b"\xff"),
+                (b"hx-boosted", b"maybe"),
+                (b"hx-history-restore-request", b"true"),
+                (b"hx-current-url", b"not a url"),
+            ),
+        ),
+        Hostile(
+            "odd proxy and cache headers",
+            owner,
+            method,
+            path,
+            (
+                (b"x-forwarded-for", b"\xff, 1.2.3.4.5"),
+                (b"x-forwarded-proto", b"gopher"),
+                (b"if-modified-since", b"Thu, 99 Foo 9999 99:99:99 GMT"),
+                (b"range", b"bytes=0-1,5-9999999999999999999999"),
+            ),
+        ),
+        Hostile("bad escape in the path", owner, method, path + b"%ZZ%C3%28"),
     ]
     if route.path.startswith("/webhooks/") and route.method == "GET":
         for challenge in (b"%FF%FE", b"\xff", b"a%00", b"x" * 5000):

@@ -50,6 +50,8 @@ async def test_metrics_need_the_token_and_read_the_shared_state(
         assert (await client.get("/metrics")).status_code == 401
         wrong = await client.get("/metrics", headers={"Authorization": "Bearer nope"})
         assert wrong.status_code == 401
+        assert wrong.headers["www-authenticate"] == 'Bearer realm="metrics"'
+        assert "METRICS_TOKEN" in wrong.json()["detail"]
         answer = await client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("text/plain")
@@ -65,7 +67,10 @@ async def test_metrics_need_the_token_and_read_the_shared_state(
 
     # Without a token, a client that is not on loopback is refused.
     async with AsyncTestClient(create_app(delivery_settings)) as client:
-        assert (await client.get("/metrics")).status_code == 403
+        refused = await client.get("/metrics", headers={"accept": "text/html"})
+        assert refused.status_code == 403
+        assert refused.headers["content-type"].startswith("text/html")
+        assert "this machine only" in refused.text
 
 
 def test_a_web_process_counts_the_webhooks_it_answers(
