@@ -13,14 +13,18 @@ fixed (`python -m app redrive-webhooks`); the relay then ingests them like new o
 `relay_outbox` is the cron that makes "Redis was down" harmless: events still `received` a
 while after they arrived (the web could not enqueue their job, or died first) are enqueued,
 and events `enqueued` long ago whose job never ran (lost with Redis) are enqueued again; the
-web's intake and the relay both stamp `relayed_at` when they enqueue. Jobs are keyed by their
-events, ingest skips events already processed or being processed, so a relayed event that was
-in fact queued costs one no-op job at most.
+web's intake and the relay both stamp `relayed_at` when they enqueue. An event `enqueued` 30 s
+ago (`RELAY_ORPHANED_AFTER`) whose ingest job is no longer queued, running or scheduled
+(its job ran and left it: a run beside another skips the events the other holds, and the other
+may then have been cut short) is relayed at once rather than after `RELAY_AGAIN_AFTER`. Jobs
+are keyed by their events, ingest skips events already processed or being processed, so a
+relayed event that was in fact queued costs one no-op job at most.
 """
 
 from __future__ import annotations
 
 import logging
+from bisect import bisect_right
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,6 +41,8 @@ from app.db.raw import pipelined_transaction
 from app.delivery.intake.ingest import EventsIngest, enqueue_ingested, ingest_events, pace_surges
 from app.delivery.intake.webhook_writer import UNMARK_ENQUEUED, enqueue_ingest
 from app.operations.alerts import record_throttled
+from app.queue import JobName, JobQueue
+from app.queue.saq_adapter import pending_job_keys
 from app.resources import Resources
 
 logger = logging.getLogger("oncereply.ingest")
@@ -45,6 +51,9 @@ logger = logging.getLogger("oncereply.ingest")
 RELAY_MIN_AGE = timedelta(seconds=15)
 # An enqueued event whose job has not run by then is relayed again (lost with Redis).
 RELAY_AGAIN_AFTER = timedelta(minutes=10)
+# An enqueued event still unprocessed this long after, whose job is no longer pending, is
+# relayed again now: its job ran without it.
+RELAY_ORPHANED_AFTER = timedelta(seconds=30)
 RELAY_BATCH = 2_000
 
 # Failures that say nothing about the events themselves: retry the job later. Ingest talks
@@ -76,11 +85,30 @@ _CLAIM_FOR_RELAY = text(
 )
 
 
+# Enqueued events waiting longer than a job normally takes to come (the candidates for the
+# orphan pass); those past `again_after` are the claim's above.
+_ORPHAN_CANDIDATES = text(
+    "SELECT id FROM webhook_events WHERE status = 'enqueued' "
+    "AND relayed_at < now() - :orphaned_after AND relayed_at >= now() - :again_after "
+    "ORDER BY id LIMIT :limit"
+)
+# Claimed as the relay's claim does, only if still enqueued as read and not being ingested now.
+_CLAIM_ORPHANS = text(
+    "UPDATE webhook_events SET relayed_at = now() "
+    "WHERE id IN (SELECT id FROM webhook_events WHERE id = ANY(CAST(:ids AS bigint[])) "
+    "AND status = 'enqueued' AND relayed_at < now() - :orphaned_after "
+    "FOR UPDATE SKIP LOCKED) "
+    "RETURNING id, octet_length(body)"
+)
+_INGEST_KEY_PREFIX = "ingest:"
+
+
 async def relay_outbox(
     resources: Resources,
     *,
     min_age: timedelta = RELAY_MIN_AGE,
     again_after: timedelta = RELAY_AGAIN_AFTER,
+    orphaned_after: timedelta = RELAY_ORPHANED_AFTER,
     limit: int = RELAY_BATCH,
 ) -> int:
     """Enqueue ingest jobs for stored events nobody is working on; returns how many events."""
@@ -91,9 +119,10 @@ async def relay_outbox(
                 {"min_age": min_age, "again_after": again_after, "limit": limit},
             )
         ).all()
-    if not claimed:
+    orphans = await _claim_orphans(resources, orphaned_after, again_after, limit)
+    if not claimed and not orphans:
         return 0
-    events = sorted((int(event_id), int(size)) for event_id, size in claimed)
+    events = sorted({(int(event_id), int(size)) for event_id, size in [*claimed, *orphans]})
     try:
         await enqueue_ingest(resources.queue, events)
     except Exception:
@@ -103,6 +132,61 @@ async def relay_outbox(
         raise
     logger.info("outbox relay enqueued %d stored webhook events", len(events))
     return len(events)
+
+
+async def _claim_orphans(
+    resources: Resources, orphaned_after: timedelta, again_after: timedelta, limit: int
+) -> list[Any]:
+    """Enqueued events waiting past `orphaned_after` whose ingest job is no longer pending.
+
+    The events are read before the jobs: a job that finished in between has processed its
+    events (the claim skips them) or left them, and one still running holds them (skipped).
+    An id inside the range of a pending job's key counts as that job's: at worst it waits for
+    `again_after`.
+    """
+    async with resources.engine.connect() as conn:
+        candidates = [
+            int(event_id)
+            for (event_id,) in await conn.execute(
+                _ORPHAN_CANDIDATES,
+                {"orphaned_after": orphaned_after, "again_after": again_after, "limit": limit},
+            )
+        ]
+    if not candidates:
+        return []
+    starts, ends = await _pending_ingest_ranges(resources.queue)
+    # The last range starting at or before the id is the only one that can hold it.
+    orphans = [e for e in candidates if (at := bisect_right(starts, e) - 1) < 0 or ends[at] < e]
+    if not orphans:
+        return []
+    async with resources.engine.begin() as conn:
+        claimed = (
+            await conn.execute(_CLAIM_ORPHANS, {"ids": orphans, "orphaned_after": orphaned_after})
+        ).all()
+    if claimed:
+        logger.warning(
+            "%d webhook events were left by their ingest job; relaying them", len(claimed)
+        )
+    return list(claimed)
+
+
+async def _pending_ingest_ranges(queue: JobQueue) -> tuple[list[int], list[int]]:
+    """The event id ranges of the ingest jobs queued, running or scheduled now, merged where
+    they overlap: their starts and their ends, both ascending."""
+    ranges = []
+    for key in await pending_job_keys(queue.lane_for(JobName.INGEST_EVENT.value)):
+        first, _, last = key.removeprefix(_INGEST_KEY_PREFIX).partition("-")
+        if key.startswith(_INGEST_KEY_PREFIX) and first.isdigit() and last.isdigit():
+            ranges.append((int(first), int(last)))
+    starts: list[int] = []
+    ends: list[int] = []
+    for low, high in sorted(ranges):
+        if ends and low <= ends[-1]:
+            ends[-1] = max(ends[-1], high)
+        else:
+            starts.append(low)
+            ends.append(high)
+    return starts, ends
 
 
 async def run_ingest(resources: Resources, event_ids: Sequence[int]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ their job instead of enqueueing a second, no-op one for every event still waitin
 (a backlog); a failed enqueue takes the mark back. The request does not wait for any of
 that: if Redis is down or the process dies first, the events are still in `webhook_events`
 (`received`, or `enqueued` if the process died between the two steps, which the relay takes
-after 10 minutes), and the outbox relay enqueues them later. Nothing
+once no job of theirs is pending, 30 s on), and the outbox relay enqueues them later. Nothing
 here is a module global: the web app creates one intake in its lifespan and closes it on
 shutdown, after the last request.
 """

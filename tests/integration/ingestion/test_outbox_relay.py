@@ -17,7 +17,7 @@ from sqlalchemy import select, text
 
 from app.db.models import Comment, DmLog, WebhookEvent, WebhookStatus
 from app.delivery.intake.outbox import relay_outbox, run_ingest
-from app.delivery.intake.webhook_writer import WebhookIntake
+from app.delivery.intake.webhook_writer import WebhookIntake, enqueue_ingest
 from app.jobs.registry import JOB_OPTIONS, JOBS
 from app.queue import JobName, open_queue
 from app.resources import Resources
@@ -112,6 +112,35 @@ async def test_the_relay_takes_only_old_unfinished_events_and_retries_lost_ones(
     # Several stuck events go out together, as few jobs as their size allows.
     assert await relay_outbox(resources, min_age=NOW, again_after=NOW) == 2
     assert f"ingest:{old}-{young}" in await queued_keys(resources)
+
+
+async def test_an_event_its_job_left_is_relayed_without_waiting_ten_minutes(
+    resources: Resources,
+) -> None:
+    async with resources.sessionmaker() as session, session.begin():
+        await seed_campaign(session, await seed_account(session))
+        left, waiting = [
+            await store_event(session, comments_body(comment_value(f"c-left-{n}")))
+            for n in range(2)
+        ]
+        # Both marked enqueued by the web two minutes ago; only `waiting` still has its job.
+        await session.execute(
+            text(
+                "UPDATE webhook_events SET status = 'enqueued', "
+                "received_at = now() - interval '2 minutes', "
+                "relayed_at = now() - interval '2 minutes'"
+            )
+        )
+    await enqueue_ingest(resources.queue, [(waiting, 100)])
+
+    assert await relay_outbox(resources) == 1
+    assert sorted(await queued_keys(resources)) == sorted(
+        [f"ingest:{left}-{left}", f"ingest:{waiting}-{waiting}"]
+    )
+    # Relayed, `left` now waits for its new job like any other.
+    assert await relay_outbox(resources) == 0
+    summary = await run_ingest(resources, [left])
+    assert (summary["processed"], summary["deliveries"]) == (1, 1)
 
 
 async def test_a_relayed_event_whose_first_job_also_runs_is_ingested_once(
