@@ -106,6 +106,11 @@ def migrated_template() -> str:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(build)))
         try:
             _alembic_upgrade(_pg_url(build))
+            # A clone fails while any session is in its template: let none in, not even a
+            # psql someone opens to look (dropping it still works).
+            conn.execute(
+                sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(sql.Identifier(build))
+            )
             _rename_when_free(conn, build, name)
         except psycopg.errors.DuplicateDatabase:
             pass
