@@ -824,3 +824,22 @@ async def test_a_story_mention_campaign_needs_no_keywords(
     assert "Mentions in stories" in listing.text
     assert "every mention" in listing.text
     assert "any comment" not in listing.text
+
+
+async def test_the_switch_to_skip_the_public_reply_in_a_backlog_saves_and_shows(
+    owner: tuple[Client, int], resources: Resources
+) -> None:
+    client, account_id = owner
+    campaign_id = await _create(client, account_id, public_reply_skip_in_backlog="on")
+    assert (await _campaign(resources, campaign_id)).public_reply_skip_in_backlog
+    path = f"/campaigns/{campaign_id}"
+    page = await client.get(path)
+    assert re.search(r'id="public_reply_skip_in_backlog"\s+checked', page.text)
+    # Unchecked, a browser sends nothing for it: the switch goes off.
+    off = await client.post(
+        path, data=_form(page.text, path, account_id, version="1"), follow_redirects=False
+    )
+    assert off.status_code == 303, off.text
+    assert not (await _campaign(resources, campaign_id)).public_reply_skip_in_backlog
+    page = await client.get(path)
+    assert not re.search(r'id="public_reply_skip_in_backlog"\s+checked', page.text)
