@@ -27,12 +27,16 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, TypeAlias
 
+import psycopg
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from sqlalchemy.ext.asyncio import AsyncConnection as SqlConnection
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 Db: TypeAlias = AsyncConnection[Any]
+# What a statement run through the driver raises (a dropped connection included): psycopg's
+# own errors, which SQLAlchemy, bypassed, does not wrap in its `DBAPIError`.
+DriverError = psycopg.Error
 
 # SQLAlchemy's own pattern for a `:name` parameter of `text()` (not `::type`, not `\:`).
 _BIND = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")

@@ -46,6 +46,7 @@ from app.db.models import (
     LegState,
     TriggerKind,
 )
+from app.db.raw import DriverError
 from app.delivery.content.compose import Content
 from app.delivery.content.follow_ups import FollowUpPlan
 from app.delivery.send import account_state, claims, pacer, recording
@@ -410,7 +411,7 @@ async def mark_request(run: Run, claim: Claim, conn: AsyncConnection | None = No
         else:
             async with autocommit(run.resources.engine) as pooled:
                 marked = await _mark(pooled, run, claim)
-    except (OperationalError, InterfaceError, DBAPIError) as exc:
+    except (OperationalError, InterfaceError, DBAPIError, DriverError) as exc:
         logger.warning(
             "not sending the %s leg of %s: could not note the request before it left: %s",
             leg_name,
@@ -498,7 +499,7 @@ async def record(run: Run, claim: Claim, call: CallReport, update: LegUpdate) ->
                     call=call,
                     update=update,
                 )
-        except (OperationalError, InterfaceError, DBAPIError) as exc:
+        except (OperationalError, InterfaceError, DBAPIError, DriverError) as exc:
             if delay is None:
                 # The leg stays IN_FLIGHT; the stale-claim sweep will make it UNCONFIRMED.
                 logger.error(  # noqa: TRY400 - the reason is enough; no traceback for a DB outage
