@@ -5,9 +5,8 @@ were fully processed are kept 30 days for investigation, then dropped; the hourl
 repeats absorbed (the overview shows the last 24 h) are kept a week. The people who tapped a
 link on each day (`link_click_day_people`, which only keeps a person from counting twice in a
 day of `link_click_days`) are kept for the days the funnel shows and a change of zone counts
-again (the last 31 local days, `migrations/versions/0028_link_click_days_recent_rebuild.py`),
-a day to spare for a zone ahead of UTC: a click older than that, copied late, could only count
-again on a day no page shows.
+again (the last 31 local days, `app.clicks.day_recount`), a day to spare for a zone ahead of
+UTC: a click older than that, copied late, could only count again on a day no page shows.
 """
 
 from __future__ import annotations
