@@ -98,8 +98,9 @@ class EventsIngest:
 
 
 async def pace_surges(resources: Resources, outcome: EventsIngest) -> None:
-    """An account with more comments waiting for a private reply than its budget has free
-    slots (this run's new ones and those whose jobs are still queued), or whose pace Meta
+    """An account with more comments waiting for a private reply than its jobs may send now
+    (this run's new ones and those whose jobs are still queued, against the budget's free
+    slots, and at most one batch in flight, `budget.HourlyBudget.reservable`), or whose pace Meta
     slowed or paused (`throttle`: no job takes a slot of its own then), is surging: its new
     comments go to its pacer at once, oldest first, rather than each job first trying the
     budget on its own. Counting only this run's comments would let a surge that arrives in
@@ -115,7 +116,7 @@ async def pace_surges(resources: Resources, outcome: EventsIngest) -> None:
     budget = account_budget(resources)
     throttle = Throttle(resources.redis, window_s=budget.window_s)
     for account_id, count in new.items():
-        free = (await budget.free(account_id)).free
+        free = budget.reservable(await budget.free(account_id))
         async with autocommit(resources.engine) as conn:
             if (
                 free >= count

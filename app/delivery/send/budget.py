@@ -89,6 +89,10 @@ local function gated(step)
 end
 -- A slot scored ahead of now (a send in flight, a grant not yet used) is counted as if used
 -- now: the soonest it can free, so whoever waits for it looks again early rather than late.
+-- Slots scored ahead of now: grants whose jobs have not sent yet, sends not answered yet.
+local function in_flight()
+  return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
+end
 local function wait_for(rank)
   local nth = redis.call('ZRANGE', KEYS[1], rank, rank, 'WITHSCORES')
   if nth[2] == nil then return 0 end
@@ -100,8 +104,9 @@ local function wait_for(rank)
 end
 """
 
-# ARGV[3] member, ARGV[4] in-flight ms, ARGV[5] '1' to refuse while the account is slowed.
-# {1, 0} taken, or {0, ms until the oldest slot frees or the pause ends}; {0, 1} while slowed.
+# ARGV[3] member, ARGV[4] in-flight ms, ARGV[5] '1' to refuse while the account is slowed,
+# ARGV[6] the most slots in flight at once (0: no limit). {1, 0} taken, or {0, ms until the
+# oldest slot frees or the pause ends}; {0, 1} while slowed or with that many in flight.
 _RESERVE = (
     _PRELUDE
     + """
@@ -111,6 +116,8 @@ if ARGV[5] == '1' and redis.call('HGET', KEYS[3], 'mode') == 'slowed'
     and redis.call('PTTL', KEYS[3]) > 0 then
   return {0, 1}
 end
+local most = tonumber(ARGV[6])
+if most > 0 and in_flight() >= most then return {0, 1} end
 if redis.call('ZCARD', KEYS[1]) < limit then
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[3])
   redis.call('PEXPIRE', KEYS[1], window + tonumber(ARGV[4]))
@@ -138,10 +145,11 @@ return {0, wait_for(0)}
 )
 
 # ARGV[3] how many slots the pacer wants next time, ARGV[4] the slowed pace's step in ms (0:
-# not slowed), ARGV[5] how long a grant holds its slot (ms), ARGV[6..] members in order. Takes
-# the first members that fit, each scored at the end of its hold (its job's `confirm` scores
-# it as a send): {taken, ms until the oldest slot frees or the step ends (0: room left), ms
-# until ARGV[3] slots are free}.
+# not slowed), ARGV[5] how long a grant holds its slot (ms), ARGV[6] the most slots one grant
+# takes (0: no limit; then none while any slot is in flight), ARGV[7..] members in order.
+# Takes the first members that fit, each scored at the end of its hold (its job's `confirm`
+# scores it as a send): {taken, ms until the oldest slot frees or the step ends (0: room
+# left), ms until ARGV[3] slots are free}.
 _GRANT = (
     _PRELUDE
     + """
@@ -150,9 +158,15 @@ local gate = gated(step)
 if gate > 0 then return {0, gate, gate} end
 local used = redis.call('ZCARD', KEYS[1])
 local hold = tonumber(ARGV[5])
+local most = tonumber(ARGV[6])
+local room = #ARGV
+if most > 0 then
+  room = most
+  if in_flight() > 0 then room = 0 end
+end
 local taken = 0
-for i = 6, #ARGV do
-  if used >= limit then break end
+for i = 7, #ARGV do
+  if used >= limit or taken >= room then break end
   redis.call('ZADD', KEYS[1], now + hold, ARGV[i])
   used = used + 1
   taken = taken + 1
@@ -170,20 +184,24 @@ return {taken, wait_for(0), wait_for(want - 1)}
 )
 
 # ARGV[3], ARGV[4] as for _GRANT. {free slots, ms until the oldest slot frees or the step
-# ends, ms until ARGV[3] slots are free} (both 0 when some are free).
+# ends, ms until ARGV[3] slots are free (both 0 when some are free), slots in flight}.
 _FREE = (
     _PRELUDE
     + """
 local gate = gated(tonumber(ARGV[4]))
-if gate > 0 then return {0, gate, gate} end
+local flying = in_flight()
+if gate > 0 then return {0, gate, gate, flying} end
 local used = redis.call('ZCARD', KEYS[1])
-if used < limit then return {limit - used, 0, 0} end
+if used < limit then return {limit - used, 0, 0, flying} end
 local want = tonumber(ARGV[3])
 if want > limit then want = limit end
 if want < 1 then want = 1 end
-return {0, wait_for(0), wait_for(want - 1)}
+return {0, wait_for(0), wait_for(want - 1), flying}
 """
 )
+
+# {slots in flight, 0}.
+_IN_FLIGHT = _PRELUDE + "\nreturn {in_flight(), 0}\n"
 
 # ARGV[3] member: a slot Meta may have counted, scored with the time its answer came.
 _STAMP = (
@@ -259,6 +277,7 @@ class Availability:
     free: int
     next_free_s: float  # 0 when `free` > 0
     batch_free_s: float  # until the batch asked for is free; 0 likewise
+    in_flight: int = 0  # slots granted or sending whose sends are not answered yet
 
 
 def batch_size(limit: int) -> int:
@@ -293,6 +312,7 @@ class HourlyBudget:
         in_flight_s: float = 0.0,
         budget: str = PRIVATE,
         grant_hold_s: float = 0.0,
+        max_in_flight: int = 0,
     ) -> None:
         self._redis = redis
         self._key = _KEY.format(budget=budget)
@@ -303,6 +323,11 @@ class HourlyBudget:
         self.in_flight_ms = int(in_flight_s * 1000)
         self.grant_hold_ms = int(grant_hold_s * 1000)
         self._history = history
+        # The most slots in flight at once (0: no limit): `reserve` takes none while as many
+        # are, and `grant` takes at most as many, only once none is (the batch before has
+        # been sent), so one account's sends go out in the order they were granted, to within
+        # one batch.
+        self.max_in_flight = max_in_flight
         # Only the private replies follow the account's slowed pace; a pause stops both.
         self._slowed_refuses = "1" if budget == PRIVATE else "0"
         # Registered when first run: a budget is made per delivery and runs two of its six
@@ -318,7 +343,12 @@ class HourlyBudget:
     async def reserve(self, account_id: int, *, tag: str = "") -> Slot | BudgetFull:
         member = f"{tag}:{uuid.uuid4().hex[:12]}" if tag else uuid.uuid4().hex
         granted, wait_ms = await self._run(
-            self._script(_RESERVE), account_id, member, self.in_flight_ms, self._slowed_refuses
+            self._script(_RESERVE),
+            account_id,
+            member,
+            self.in_flight_ms,
+            self._slowed_refuses,
+            self.max_in_flight,
         )
         if int(granted) == 1:
             return Slot(account_id, member)
@@ -344,15 +374,34 @@ class HourlyBudget:
             batch,
             int(step_s * 1000),
             self.grant_hold_ms,
+            self.max_in_flight,
             *members,
         )
         return Granted(int(taken), int(next_ms) / 1000.0, int(batch_ms) / 1000.0)
 
     async def free(self, account_id: int, *, batch: int = 1, step_s: float = 0.0) -> Availability:
-        free, next_ms, batch_ms = await self._run(
+        free, next_ms, batch_ms, flying = await self._run(
             self._script(_FREE), account_id, batch, int(step_s * 1000)
         )
-        return Availability(int(free), int(next_ms) / 1000.0, int(batch_ms) / 1000.0)
+        return Availability(int(free), int(next_ms) / 1000.0, int(batch_ms) / 1000.0, int(flying))
+
+    def grantable(self, free: Availability) -> int:
+        """How many of the free slots one grant may take: a batch of `max_in_flight`, once
+        none is in flight."""
+        if self.max_in_flight <= 0:
+            return free.free
+        return min(free.free, self.max_in_flight) if free.in_flight == 0 else 0
+
+    def reservable(self, free: Availability) -> int:
+        """How many sends may take a slot of their own now (`reserve`)."""
+        if self.max_in_flight <= 0:
+            return free.free
+        return max(0, min(free.free, self.max_in_flight - free.in_flight))
+
+    async def in_flight(self, account_id: int) -> int:
+        """Slots granted or sending, whose sends have not been answered yet."""
+        flying, _ = await self._run(self._script(_IN_FLIGHT), account_id)
+        return int(flying)
 
     async def stamp(self, slot: Slot) -> None:
         """The send's answer came: the slot counts from now (Meta counted it by now)."""

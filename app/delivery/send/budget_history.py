@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from sqlalchemy import text
 
 from app.db.engine import autocommit
-from app.delivery.send.budget import GRANT_TTL_S, PUBLIC, HourlyBudget
+from app.delivery.send.budget import GRANT_TTL_S, PUBLIC, HourlyBudget, batch_size
 from app.resources import Resources
 
 _HISTORY = text(
@@ -65,6 +65,7 @@ def account_budget(resources: Resources) -> HourlyBudget:
         history=history,
         in_flight_s=in_flight_s(settings.send_timeout_s),
         grant_hold_s=GRANT_TTL_S,
+        max_in_flight=batch_size(settings.private_replies_per_hour),
     )
 
 

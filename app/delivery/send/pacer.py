@@ -19,6 +19,13 @@ any job that meets such a row leave it to the account's pacer (`pace_account`, o
 6. runs again when a batch of slots (`batch_size`) will be free, or, with nothing left
    waiting, clears the account's backlog mark.
 
+A batch at a time: a grant takes at most `batch_size` slots, and only once no slot of the
+account is in flight (granted or sending, unanswered; `HourlyBudget.grantable`), so the
+account's sends go out in deadline order to within one batch. The job whose send ends a
+batch runs the pacer for the next one itself (`batch_settled`); the pacer also looks again
+every `IN_FLIGHT_LOOK_S` while a batch is in flight. One run of an account's pacer at a time
+(`_Turn`): a run asked for meanwhile makes the one under way run again.
+
 It follows the account's pace (`throttle`): slowed, it hands out a share of the usual rate;
 paused by a rate limit, nothing until the time Meta stated (the budget refuses every slot
 meanwhile, so no other job sends either). While the account is slowed no job takes a slot of
@@ -42,10 +49,13 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 
+from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.engine import autocommit
@@ -66,6 +76,10 @@ from app.operations.events import record_event
 from app.resources import Resources
 
 logger = logging.getLogger("oncereply.delivery")
+
+# While a batch is in flight the pacer grants nothing; the batch's last send wakes it
+# (`batch_settled`), and it looks again after this long besides, should that wake be lost.
+IN_FLIGHT_LOOK_S = 1.0
 
 MISSED_REASON = "the 7-day reply window closes before the hourly budget has a slot for it"
 WAITING_REASON = "waiting for a slot in the account's hourly private-reply budget"
@@ -187,20 +201,34 @@ async def release_unused_grant(
     *,
     account_id: int | None = None,
     conn: AsyncConnection | None = None,
-) -> None:
+) -> int | None:
     """A granted job ended without using its slot (its row was settled meanwhile, its account
     could not send, or its leg was not due): the slot goes back now rather than when the grant
     lapses. Nobody else uses it: the slot is named after the row and this grant. Without the
-    row's `account_id`, it is read on `conn`."""
+    row's `account_id`, it is read on `conn`. Returns the account's id, when known."""
     try:
         if account_id is None and conn is not None:
             account_id = (await conn.execute(_ACCOUNT_OF, {"id": dm_log_id})).scalar()
         if account_id is None:
-            return
+            return None
         await account_budget(resources).release(Slot(account_id, grant_member(dm_log_id, grant)))
     except (RedisError, OSError):
         # It frees when the grant lapses.
         logger.warning("could not give back an unused grant of row %s", dm_log_id)
+    return account_id
+
+
+async def batch_settled(resources: Resources, account_id: int) -> None:
+    """A granted job is over: when no other slot of the account is in flight, its batch is
+    sent, and this job runs the account's pacer for the next batch itself, at once (a job of
+    its own would cost a run per batch), rather than leave it to the pacer's next look
+    (`IN_FLIGHT_LOOK_S`)."""
+    try:
+        if await account_budget(resources).in_flight(account_id) == 0:
+            await pace_account(resources, account_id)
+    except (RedisError, OSError, SQLAlchemyError):
+        # The pacer's next look grants the batch.
+        logger.warning("could not run the pacer of account %s", account_id, exc_info=True)
 
 
 async def pace_changed(
@@ -227,7 +255,70 @@ async def note_pace(
 
 
 async def pace_account(resources: Resources, account_id: int) -> PaceReport:
-    """One run of the account's pacer; see the module docstring."""
+    """One run of the account's pacer; see the module docstring. Runs of one account take
+    turns (`_Turn`): two at once would each lock rows for a batch, and the one whose later
+    rows got the slots first would send them ahead of the other's."""
+    turn = _Turn(resources.redis, account_id)
+    report = PaceReport(note="another run of this account's pacer is under way")
+    for _ in range(_MOST_TURNS):
+        if not await turn.take():
+            # The run under way runs once more when it ends.
+            return report
+        try:
+            report = await _pace(resources, account_id)
+        finally:
+            again = await turn.end()
+        if not again:
+            break
+    return report
+
+
+# A run that was asked for while another ran runs again at most this many times in a row;
+# past that, its next look (which every run schedules) is soon enough.
+_MOST_TURNS = 3
+_TURN_KEY = "oncereply:pacer-turn:{account_id}"
+_AGAIN_KEY = "oncereply:pacer-again:{account_id}"
+# A run holds its turn no longer than its job may take; a worker that died holding it
+# delays the account's pacer at most that long.
+_TURN_TTL_MS = 60_000
+# KEYS[1] the turn, KEYS[2] the "again" mark; ARGV[1] this run's token, ARGV[2] ms. 1: this
+# run's turn; 0: another run's, which is asked to run again when it ends.
+_TAKE_TURN = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+return 0
+"""
+# 1 when another run was asked for meanwhile (this one runs again).
+_END_TURN = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+if redis.call('DEL', KEYS[2]) == 1 then return 1 end
+return 0
+"""
+
+
+class _Turn:
+    """One account's pacer runs one at a time; a run asked for meanwhile is not lost: the run
+    under way runs once more (one script to take the turn or leave that mark, one to give it
+    back and read the mark)."""
+
+    def __init__(self, redis: Redis, account_id: int) -> None:
+        self._redis = redis
+        self._keys = [
+            _TURN_KEY.format(account_id=account_id),
+            _AGAIN_KEY.format(account_id=account_id),
+        ]
+        self._token = uuid.uuid4().hex
+
+    async def take(self) -> bool:
+        script = self._redis.register_script(_TAKE_TURN)
+        return int(await script(keys=self._keys, args=[self._token, _TURN_TTL_MS])) == 1
+
+    async def end(self) -> bool:
+        script = self._redis.register_script(_END_TURN)
+        return int(await script(keys=self._keys, args=[self._token])) == 1
+
+
+async def _pace(resources: Resources, account_id: int) -> PaceReport:
     report = PaceReport()
     budget = account_budget(resources)
     batch = batch_size(budget.limit)
@@ -251,7 +342,8 @@ async def pace_account(resources: Resources, account_id: int) -> PaceReport:
         free = await budget.free(account_id, batch=batch, step_s=gate_s)
         next_free_s, batch_free_s = free.next_free_s, free.batch_free_s
         # Without a backlog (a run for the public replies alone) the rows have jobs of their own.
-        want = min(free.free, MAX_GRANTS) if account.backlog else 0
+        # One batch at a time, once the one before is sent (`HourlyBudget.grantable`).
+        want = min(budget.grantable(free), MAX_GRANTS) if account.backlog else 0
         if pace.share < 1:
             want = min(want, max(1, int(pace.share * batch)))
         if want > 0:
@@ -293,6 +385,9 @@ async def pace_account(resources: Resources, account_id: int) -> PaceReport:
                 return report
             return await _again(resources, report, account_id, public.next_run_in_s)
     wait_s = max(next_free_s, step_s if pace.mode == SLOWED else batch_free_s)
+    if wait_s <= 0:
+        # Slots are free, but a batch is in flight (its last send wakes the pacer).
+        wait_s = IN_FLIGHT_LOOK_S
     if public.next_run_in_s is not None:
         wait_s = min(wait_s, public.next_run_in_s)
     return await _again(resources, report, account_id, wait_s)

@@ -81,21 +81,27 @@ async def enqueue_delivery(
     return True
 
 
-def pacer_key(account_id: int, at: float = 0) -> str:
+def pacer_key(account_id: int, at: float = 0, *, after: int | None = None) -> str:
     """`pace:<account>` now, `pace:<account>:<epoch>` later: a pacer run schedules the next
-    under a key of its own, since its own key coalesces while it runs."""
+    under a key of its own, since its own key coalesces while it runs. `pace:<account>:a<row>`
+    now, after the last send of a batch (row `after`'s): a key no run that granted it holds."""
+    if after is not None:
+        return f"pace:{account_id}:a{after}"
     return f"pace:{account_id}:{math.ceil(at)}" if at > 0 else f"pace:{account_id}"
 
 
-async def kick_pacer(queue: Queue, account_ids: Iterable[int], *, at: float = 0) -> int:
-    """Run the pacer of each account (at epoch `at`, 0: now) unless one is already waiting."""
+async def kick_pacer(
+    queue: Queue, account_ids: Iterable[int], *, at: float = 0, after: int | None = None
+) -> int:
+    """Run the pacer of each account (at epoch `at`, 0: now) unless one is already waiting;
+    `after` the row whose send ended its batch (see `pacer_key`)."""
     started = 0
     for account_id in account_ids:
         try:
             job = await enqueue(
                 queue,
                 JobName.PACE_ACCOUNT,
-                key=pacer_key(account_id, at),
+                key=pacer_key(account_id, at, after=after),
                 scheduled=math.ceil(at) if at > 0 else 0,
                 account_id=account_id,
             )

@@ -48,18 +48,26 @@ async def take_queued(resources: Resources, function: JobName) -> list[Job]:
 
 
 async def run_pacer(resources: Resources, *, worker_id: str = "w") -> PacerRun:
-    """Run the pacer jobs waiting now, each followed by the delivery jobs it queued (one worker
-    taking them in turn)."""
+    """Run the pacer jobs waiting now, each followed by the delivery jobs it queued, and by
+    those the last job of each batch queued (its end runs the pacer for the next batch), one
+    worker taking them in turn."""
     run = PacerRun()
     for paced in await take_queued(resources, JobName.PACE_ACCOUNT):
         run.paced.append(await pace_account(resources, int(paced.kwargs["account_id"])))
-        for job in await take_queued(resources, JobName.PROCESS_COMMENT):
-            dm_log_id = int(job.kwargs["dm_log_id"])
-            report = await deliver(
-                resources, worker_id=worker_id, dm_log_id=dm_log_id, grant=job.kwargs.get("grant")
-            )
-            run.delivered.append((dm_log_id, report))
+        while jobs := await take_queued(resources, JobName.PROCESS_COMMENT):
+            await _run_deliveries(resources, jobs, run, worker_id)
     return run
+
+
+async def _run_deliveries(
+    resources: Resources, jobs: list[Job], run: PacerRun, worker_id: str
+) -> None:
+    for job in jobs:
+        dm_log_id = int(job.kwargs["dm_log_id"])
+        report = await deliver(
+            resources, worker_id=worker_id, dm_log_id=dm_log_id, grant=job.kwargs.get("grant")
+        )
+        run.delivered.append((dm_log_id, report))
 
 
 async def run_pacer_until(

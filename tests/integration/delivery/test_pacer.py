@@ -16,7 +16,7 @@ from sqlalchemy import text
 from app.db.engine import autocommit
 from app.db.models import DmLog, LegState
 from app.delivery.recovery import sweeps
-from app.delivery.send.budget import GRANT_TTL_S, HourlyBudget, grant_stamp
+from app.delivery.send.budget import GRANT_TTL_S, HourlyBudget, Slot, batch_size, grant_stamp
 from app.delivery.send.budget_history import account_budget
 from app.delivery.send.dispatch import deliver
 from app.delivery.send.pacer import MISSED_REASON, WAITING_REASON, pace_account
@@ -36,9 +36,12 @@ def _with_cap(resources: Resources, cap: int, window_s: float = 3600.0) -> Resou
 
 
 async def _fill(resources: Resources, account_id: int, count: int) -> None:
+    """`count` sends answered a moment ago hold their slots."""
     budget = account_budget(resources)
     for _ in range(count):
-        await budget.reserve(account_id)
+        slot = await budget.reserve(account_id)
+        assert isinstance(slot, Slot), slot
+        await budget.stamp(slot)
 
 
 async def _backlog_since(world: World) -> object:
@@ -87,11 +90,13 @@ async def test_a_full_budget_leaves_the_comment_to_the_pacer_without_a_job(world
 async def test_the_pacer_hands_out_exactly_the_free_slots_oldest_comment_first(
     world: World,
 ) -> None:
-    resources = _with_cap(world.resources, 6)
+    # A batch of 3 at a cap of 150, with 3 slots free.
+    resources = _with_cap(world.resources, 150)
+    assert batch_size(150) == 3
     fans = [await world.new_fan(f"fan.{n}") for n in range(6)]
     # Made newest first, so id order and deadline order disagree.
     rows = [await world.comment(fan, age=timedelta(hours=n)) for n, fan in enumerate(fans)]
-    await _fill(resources, world.account_id, 3)
+    await _fill(resources, world.account_id, 147)
     await world.execute("UPDATE instagram_accounts SET pr_backlog_since = now()")
     # A job that meets a row of an account with a backlog leaves it to the pacer.
     report = await deliver(resources, worker_id="w", dm_log_id=rows[0].id)
@@ -119,7 +124,7 @@ async def test_the_pacer_hands_out_exactly_the_free_slots_oldest_comment_first(
     report = await deliver(resources, worker_id="w", dm_log_id=oldest[0].id)
     assert report.private == "granted to the pacer's job"
     await _deliver_granted(resources, world, oldest)
-    assert await account_budget(resources).used(world.account_id) == 6
+    assert await account_budget(resources).used(world.account_id) == 150
     for row in rows:
         expected = 1 if row in oldest else 0
         assert world.stats(row.trigger_id)["send_requests"] == expected
@@ -132,22 +137,22 @@ async def test_a_grant_holds_its_slot_while_its_job_waits_longer_than_the_window
     slot is still its own then: the pacer grants it to no newer row, so the older comment is
     not overtaken (and granted again and again while its job waits)."""
     window_s = 1.0
-    resources = _with_cap(world.resources, 2, window_s=window_s)
-    fans = [await world.new_fan(f"queue.fan{n}") for n in range(3)]
-    # Oldest first: the first two are granted, the third waits.
+    resources = _with_cap(world.resources, 1, window_s=window_s)
+    fans = [await world.new_fan(f"queue.fan{n}") for n in range(2)]
+    # Oldest first: the first is granted, the second waits.
     rows = [await world.comment(fan, age=timedelta(minutes=3 - n)) for n, fan in enumerate(fans)]
     await world.execute("UPDATE instagram_accounts SET pr_backlog_since = now()")
-    assert (await pace_account(resources, world.account_id)).granted == 2
-    # The grants' jobs are still queued one and a half windows later.
+    assert (await pace_account(resources, world.account_id)).granted == 1
+    # The grant's job is still queued one and a half windows later.
     await asyncio.sleep(window_s * 1.5)
     again = await pace_account(resources, world.account_id)
     assert again.granted == 0, "a queued grant's slot was handed to a newer comment"
-    assert (await world.log(rows[2].id)).pr_granted_at is None
-    await _deliver_granted(resources, world, rows[:2])
-    # Once those two sends have aged out of the window, the third gets its slot.
+    assert (await world.log(rows[1].id)).pr_granted_at is None
+    await _deliver_granted(resources, world, rows[:1])
+    # Once that send has aged out of the window, the second gets its slot.
     await asyncio.sleep(window_s * 1.2)
     assert (await pace_account(resources, world.account_id)).granted == 1
-    await _deliver_granted(resources, world, rows[2:])
+    await _deliver_granted(resources, world, rows[1:])
     sent = sorted((m["time"], m["comment_id"]) for m in world.admin.messages() if m["comment_id"])
     assert [comment for _, comment in sent] == [row.trigger_id for row in rows]
 
@@ -221,11 +226,20 @@ async def test_losing_redis_mid_backlog_neither_exceeds_the_cap_nor_loses_a_row(
     assert await budget.used(world.account_id) == 6
 
     # Nothing is lost: with room again (a higher cap stands in for the hour passing), the
-    # pacer hands out the rest and every fan gets exactly one message.
+    # pacer hands out the rest, a batch at a time (the last send of one grants the next), and
+    # every fan gets exactly one message.
     roomy = _with_cap(world.resources, 9)
-    assert (await pace_account(roomy, world.account_id)).granted == 3
-    rest = [r for r in rows if (await world.log(r.id)).pr_state is LegState.PENDING]
-    await _deliver_granted(roomy, world, rest)
+    assert (await pace_account(roomy, world.account_id)).granted == batch_size(9)
+    for _ in range(len(rows)):
+        granted = [
+            r
+            for r in rows
+            if (log := await world.log(r.id)).pr_state is LegState.PENDING
+            and log.pr_granted_at is not None
+        ]
+        if not granted:
+            break
+        await _deliver_granted(roomy, world, granted)
     assert await _backlog_since(world) is None, "nothing is left waiting: the backlog is over"
     for row in rows:
         assert (await world.log(row.id)).pr_state is LegState.SENT

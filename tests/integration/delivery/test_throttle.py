@@ -15,7 +15,7 @@ from datetime import timedelta
 from sqlalchemy import select
 
 from app.db.models import AttemptClass, LegState, OperationalEvent
-from app.delivery.send.budget import PACE_KEY
+from app.delivery.send.budget import PACE_KEY, batch_size, grant_stamp
 from app.delivery.send.dispatch import deliver
 from app.delivery.send.pacer import pace_account
 from app.delivery.send.scheduling import kick_pacer
@@ -89,8 +89,21 @@ async def test_high_usage_slows_the_pace_and_it_recovers_by_itself(world: World)
 
     world.admin.update_settings(private_replies_per_hour=100_000)
     await _until_normal(throttle, world.account_id)
+    # The slot granted while slowed is in flight until its send: then the pacer, back at the
+    # usual pace, grants a whole batch.
+    assert (await pace_account(resources, world.account_id)).granted == 0
+    [granted] = [r for r in rows[8:] if (await world.log(r.id)).pr_granted_at is not None]
+    granted_at = (await world.log(granted.id)).pr_granted_at
+    assert granted_at is not None
+    sent = await deliver(
+        resources, worker_id="w", dm_log_id=granted.id, grant=grant_stamp(granted_at)
+    )
+    assert sent.private == "SENT"
     resumed = await pace_account(resources, world.account_id)
-    assert (resumed.pace, resumed.granted) == (NORMAL, 3)
+    assert resumed.pace == NORMAL
+    waiting = [r for r in rows[8:] if r.id != granted.id]
+    now_granted = [r for r in waiting if (await world.log(r.id)).pr_granted_at is not None]
+    assert len(now_granted) == batch_size(20)
     assert await _events(world) == ["pace_slowed", "pace_resumed"]
 
 
@@ -146,7 +159,8 @@ async def test_a_rate_limit_with_a_stated_wait_pauses_every_send_of_the_account(
     await kick_pacer(resources.queue, [world.account_id])
     run = await run_pacer(resources)
     assert {p.pace for p in run.paced} == {NORMAL}
-    assert sum(p.granted for p in run.paced) == 3
+    # A batch at a time: the last send of one grants the next.
+    assert run.paced[0].granted == batch_size(50)
     assert [(i, r.private) for i, r in run.delivered] == [(r.id, "SENT") for r in rows[2:]]
     assert await _events(world) == ["pace_slowed", "pace_paused", "pace_resumed"]
 
@@ -204,7 +218,7 @@ async def test_a_code_4_mid_backlog_holds_rows_back_then_sends_them_in_deadline_
 
     runs = await run_pacer_until(resources, all_final)
     assert runs[0].paced[0].pace == NORMAL
-    assert runs[0].paced[0].granted == len(rows)
+    assert runs[0].paced[0].granted == batch_size(50)
     # Every row final and sent exactly once.
     for row in rows:
         log = await world.log(row.id)
