@@ -22,29 +22,36 @@ from app.delivery.send.throttle import NORMAL, PAUSED, Pace, Throttle
 from app.resources import Resources
 
 # Comments waiting for their private reply, and public replies waiting for their own hourly
-# limit (`app.delivery.send.public_pacer`), counted apart.
+# limit (`app.delivery.send.public_pacer`), counted apart: each a count over the pacer's own
+# partial index, read from the index alone.
 _WAITING = text(
     """
-SELECT a.id, a.username,
-       count(*) FILTER (WHERE d.trigger_kind = 'comment' AND d.pr_state = 'PENDING') AS waiting,
-       count(*) FILTER (WHERE d.pub_state = 'PENDING' AND d.pub_queued_at IS NOT NULL)
-           AS public_waiting
-FROM dm_logs d JOIN instagram_accounts a ON a.id = d.account_id
+SELECT a.id, a.username, w.waiting, p.public_waiting
+FROM instagram_accounts a
+CROSS JOIN LATERAL (
+    SELECT count(*) AS waiting FROM dm_logs d
+    WHERE d.account_id = a.id AND d.trigger_kind = 'comment' AND d.pr_state = 'PENDING'
+) w
+CROSS JOIN LATERAL (
+    SELECT count(*) AS public_waiting FROM dm_logs d
+    WHERE d.account_id = a.id AND d.pub_state = 'PENDING' AND d.pub_queued_at IS NOT NULL
+) p
 WHERE a.workspace_id = :workspace_id
   AND (CAST(:account_id AS bigint) IS NULL OR a.id = CAST(:account_id AS bigint))
-  AND ((d.trigger_kind = 'comment' AND d.pr_state = 'PENDING')
-       OR (d.pub_state = 'PENDING' AND d.pub_queued_at IS NOT NULL))
-GROUP BY a.id, a.username
+  AND (w.waiting > 0 OR p.public_waiting > 0)
 ORDER BY a.username
 """
 )
 # Waiting comments in deadline order, the n-th getting its slot n slot-intervals from now.
+# Only those whose deadline comes before the last one's slot can miss theirs, and they are the
+# first in that order: the rest are not read (in a surge of fresh comments, none is).
 _WILL_MISS = text(
     """
 SELECT count(*) FROM (
     SELECT d.deadline_at, row_number() OVER (ORDER BY d.deadline_at, d.id) AS n
     FROM dm_logs d
     WHERE d.account_id = :account_id AND d.trigger_kind = 'comment' AND d.pr_state = 'PENDING'
+      AND d.deadline_at < now() + make_interval(secs => :offset_s + :waiting * :slot_s)
 ) w
 WHERE w.deadline_at < now() + make_interval(secs => :offset_s + w.n * :slot_s)
 """
@@ -124,6 +131,7 @@ async def load_surges(
             _WILL_MISS,
             {
                 "account_id": row.id,
+                "waiting": int(row.waiting),
                 "slot_s": slot_s,
                 "offset_s": pace.remaining_s if paused else 0.0,
             },
