@@ -20,7 +20,7 @@ from app.delivery.send.budget import GRANT_TTL_S, HourlyBudget, Slot, batch_size
 from app.delivery.send.budget_history import account_budget
 from app.delivery.send.dispatch import deliver
 from app.delivery.send.pacer import MISSED_REASON, WAITING_REASON, pace_account
-from app.delivery.send.scheduling import enqueue_delivery
+from app.delivery.send.scheduling import enqueue_delivery, kick_pacer
 from app.resources import Resources
 from tests.integration.delivery.conftest import World
 from tests.support import infra
@@ -302,6 +302,42 @@ async def test_several_workers_drain_a_backlog_within_the_cap_and_finish_every_r
     assert most <= cap, f"{most} private replies within {window_s} s; the cap is {cap}"
     for row in rows:
         assert world.stats(row.trigger_id)["private_replies_delivered"] == 1
+
+
+async def test_two_workers_drain_a_backlog_in_deadline_order_to_within_one_batch(
+    world: World, delivery_env: dict[str, str], artifacts_dir: Path
+) -> None:
+    """Two worker processes, each running many jobs at once, drain an account's backlog: one
+    batch is in flight at a time, so no comment is overtaken by more than one batch of
+    comments made after it (as the sandbox received the replies)."""
+    cap = 150  # a batch of 3; the budget itself never fills here
+    batch = batch_size(cap)
+    assert batch == 3
+    env = {**delivery_env, "PRIVATE_REPLIES_PER_HOUR": str(cap)}
+    fans = [await world.new_fan(f"order.fan{n}") for n in range(30)]
+    # Made newest first, so id order and deadline order disagree.
+    rows = [await world.comment(fan, age=timedelta(minutes=n)) for n, fan in enumerate(fans)]
+    await world.execute("UPDATE instagram_accounts SET pr_backlog_since = now()")
+    workers = [start_worker(env, artifacts_dir, f"order-worker-{n}") for n in range(2)]
+    try:
+        await kick_pacer(world.resources.queue, [world.account_id])
+        states = await _until_all_final(world, rows, stall_s=60)
+    finally:
+        for worker in workers:
+            worker.stop()
+    assert all(state is LegState.SENT for state in states), states
+    received = {m["comment_id"]: m["time"] for m in world.admin.messages() if m["comment_id"]}
+    assert len(received) == len(rows)
+    made = {row.trigger_id: row.deadline_at for row in rows}
+    overtaken = {
+        comment: sum(
+            1
+            for other, other_at in received.items()
+            if made[other] > made[comment] and other_at < at
+        )
+        for comment, at in received.items()
+    }
+    assert max(overtaken.values()) <= batch, sorted(overtaken.values())
 
 
 async def test_several_workers_losing_redis_mid_backlog_keep_the_cap_and_every_row(
