@@ -13,7 +13,9 @@ utime + stime of:
 - `redis`: the whole Redis server, shared with other people's runs in the same way.
 
 Backends that the benchmark itself uses to watch (connections whose application_name is
-`OBSERVER`) are left out. Linux only; a process whose /proc entry cannot be read counts 0.
+`OBSERVER`) are left out. Linux only; a process whose /proc entry cannot be read counts 0, and
+so does a server that is not on this machine (PostgreSQL or Redis in a container): the figure
+is then 0, not someone else's CPU.
 """
 
 from __future__ import annotations
@@ -33,13 +35,17 @@ _SHARED_TYPES = ("checkpointer", "background writer", "walwriter")
 _SAMPLE_EVERY_S = 0.1
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of one process in seconds; 0 when it has gone or cannot be read."""
+def cpu_seconds(pid: int, command: str | None = None) -> float:
+    """utime + stime of one process in seconds; 0 when it has gone or cannot be read, or when
+    `command` is given and the process here of that pid is another program (the server runs in
+    a container or on another machine, and its pid means something else here)."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return 0.0
     # The command name (field 2) is in parentheses and may hold spaces: split after it.
+    if command is not None and text[text.index("(") + 1 : text.rindex(")")] != command:
+        return 0.0
     fields = text[text.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / _TICKS_PER_S
 
@@ -58,11 +64,12 @@ def redis_pid(url: str) -> int | None:
 class _Group:
     """Pids of one role: CPU at the window's start (0 for a pid first seen later) and last read."""
 
+    command: str | None = None
     start: dict[int, float] = field(default_factory=dict)
     last: dict[int, float] = field(default_factory=dict)
 
     def see(self, pid: int, started: bool) -> None:
-        now = cpu_seconds(pid)
+        now = cpu_seconds(pid, self.command)
         if not started:
             self.start[pid] = now
         else:
@@ -86,7 +93,10 @@ class CpuSplit:
             "redis": [p for p in [redis_pid(redis_url)] if p],
         }
         self._groups = {
-            name: _Group() for name in ("sandbox", "postgres", "postgres_shared", "redis")
+            "sandbox": _Group(),
+            "postgres": _Group("postgres"),
+            "postgres_shared": _Group("postgres"),
+            "redis": _Group("redis-server"),
         }
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
