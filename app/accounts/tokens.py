@@ -6,6 +6,8 @@ token row copied onto another account does not decrypt.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from app.crypto import SealedToken, TokenCipher
 from app.db.models import InstagramAccount
 
@@ -25,7 +27,20 @@ def seal_access_token(cipher: TokenCipher, account: InstagramAccount, token: str
     account.token_key_id = sealed.key_id
 
 
-def open_access_token(cipher: TokenCipher, account: InstagramAccount) -> str:
+class SealedAccount(Protocol):
+    """What opening a token reads: an account row, or a delivery's copy of its columns."""
+
+    @property
+    def ig_user_id(self) -> str: ...
+
+    @property
+    def token_ciphertext(self) -> bytes | None: ...
+
+    @property
+    def token_key_id(self) -> str | None: ...
+
+
+def open_access_token(cipher: TokenCipher, account: SealedAccount) -> str:
     if account.token_ciphertext is None or account.token_key_id is None:
         raise MissingTokenError(f"account {account.ig_user_id} has no token")
     return cipher.decrypt(

@@ -41,7 +41,6 @@ from app.db.engine import autocommit
 from app.db.models import (
     AttemptClass,
     IdempotencyHitKind,
-    InstagramAccount,
     Leg,
     LegState,
     TriggerKind,
@@ -204,14 +203,8 @@ async def may_send(conn: AsyncConnection, run: Run, *, pr_due: bool, pub_due: bo
     if delivery.account_status != "active":
         await account_state.resume_expired_pauses(conn, delivery.account_id)
     try:
-        run.token = open_access_token(
-            run.resources.cipher,
-            InstagramAccount(
-                ig_user_id=delivery.ig_user_id,
-                token_ciphertext=delivery.token_ciphertext,
-                token_key_id=delivery.token_key_id,
-            ),
-        )
+        # The row's own copy of the account's columns: no ORM object made per delivery.
+        run.token = open_access_token(run.resources.cipher, delivery)
     except (MissingTokenError, TokenDecryptError) as exc:
         run.report.notes.append(f"no usable token: {exc}")
         await account_state.handle_token_refused(run.resources, delivery.account_id, None)
