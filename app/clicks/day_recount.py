@@ -2,7 +2,8 @@
 
 `link_click_days` keeps, per campaign and day of the workspace's zone, the people who tapped
 a link (`app.clicks.rollup` adds to it as clicks are copied in). A change of zone marks the
-workspace (`workspaces.click_days_recount_due`, in the settings request's one UPDATE); the
+workspace (`workspaces.click_days_recount_due`, set by a trigger on any UPDATE that changes
+the zone, migration 0036); the
 `recount_click_days` job then deletes the days the funnel can show (the last 31, local) and
 counts them again from the clicks of those days in the new zone. Older days keep their counts
 in the old zone; no page reads them. Until the job commits, the funnel counts its days from

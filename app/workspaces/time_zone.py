@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, time, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from sqlalchemy import or_, update
+from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Workspace
@@ -68,17 +68,11 @@ def start_of_day(zone: tzinfo, now: datetime | None = None) -> datetime:
 
 async def set_time_zone(session: AsyncSession, workspace_id: int, name: str) -> str:
     """Store a validated zone for the workspace (in the caller's transaction). A new zone
-    marks the people kept per day of taps to be counted again in it: the caller enqueues
-    `JobName.RECOUNT_CLICK_DAYS` after its commit (`app.clicks.day_recount`)."""
+    marks the people kept per day of taps to be counted again in it (a trigger on
+    `workspaces`, migration 0036): the caller enqueues `JobName.RECOUNT_CLICK_DAYS` after its
+    commit (`app.clicks.day_recount`)."""
     zone = parse_zone(name)
     await session.execute(
-        update(Workspace)
-        .where(Workspace.id == workspace_id)
-        .values(
-            time_zone=zone,
-            click_days_recount_due=or_(
-                Workspace.click_days_recount_due, Workspace.time_zone.is_distinct_from(zone)
-            ),
-        )
+        update(Workspace).where(Workspace.id == workspace_id).values(time_zone=zone)
     )
     return zone

@@ -318,7 +318,7 @@ async def test_a_change_of_zone_is_counted_again_by_the_worker_not_the_request(
     assert await funnel_days(resources, owner, ST_JOHNS, now) == expected
 
 
-async def test_a_recount_of_a_workspace_not_marked_changes_nothing(resources: Resources) -> None:
+async def test_only_a_new_zone_marks_the_workspace_for_a_recount(resources: Resources) -> None:
     now = datetime.now(UTC)
     owner = await creator(resources, "Asia/Kolkata")
     links = await link_dms(resources, owner, 4)
@@ -331,3 +331,13 @@ async def test_a_recount_of_a_workspace_not_marked_changes_nothing(resources: Re
     async with resources.sessionmaker() as session, session.begin():
         assert not await recount_click_days(session, owner.workspace_id)
     assert await kept_days(resources, owner) == kept
+    # Any writer of a new zone marks the workspace, not only the settings form.
+    async with resources.engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE workspaces SET time_zone = 'America/St_Johns' WHERE id = :w"),
+            {"w": owner.workspace_id},
+        )
+    assert await recount_due(resources, owner)
+    assert await funnel_days(resources, owner, ST_JOHNS, now) == await people_per_day(
+        resources, owner, ST_JOHNS
+    )
