@@ -8,6 +8,7 @@ worker refuses to start if a pair disagrees.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from app.accounts import subscriptions
@@ -19,9 +20,11 @@ from app.delivery.intake import outbox
 from app.delivery.recovery import inbox_check, next_post, reconcile, sweeps
 from app.delivery.send import pacer
 from app.delivery.send.dispatch import deliver
+from app.heartbeat import live_heartbeats
 from app.instruments import INBOX_CHECKS
 from app.jobs.context import runtime_of
 from app.maintenance import retention
+from app.queue import JobName
 
 logger = logging.getLogger("oncereply.worker")
 
@@ -120,16 +123,42 @@ async def verify_unconfirmed(ctx: dict[str, Any], *, dm_log_id: int) -> dict[str
     return {"status": result.status, "detail": result.detail}
 
 
+# The jobs that claim a leg and send it: a claim of a live worker is its job's until the
+# longest of their timeouts has passed.
+_SENDING_JOBS = (
+    JobName.PROCESS_COMMENT,
+    JobName.PROCESS_POSTBACK,
+    JobName.PROCESS_MESSAGE,
+    JobName.SEND_FOLLOW_UP,
+)
+# Past its timeout SAQ cancels a job, and gives the cancellation a hard deadline (2 s,
+# worker/runner.py); a little more for the worker's loop to get there on a loaded machine.
+_CANCEL_GRACE_S = 5.0
+
+
 async def sweep_stale_claims(ctx: dict[str, Any]) -> dict[str, int]:
     resources = runtime_of(ctx).resources
     send_timeout_s = resources.settings.send_timeout_s
     older = sweeps.stale_after_s(send_timeout_s)
+    queue = resources.queue
+    held_s = max(
+        (
+            queue.options[name.value].timeout_for(queue.send_timeout_s)
+            for name in _SENDING_JOBS
+            if name.value in queue.options
+        ),
+        default=0,
+    )
+    alive = [beat.worker_id for beat in await live_heartbeats(resources.redis, time.time())]
     async with autocommit(resources.engine) as conn:
         swept = await sweeps.sweep_stale_claims(
             conn,
             resources.queue,
             older_than_s=older,
             unsent_older_than_s=sweeps.unsent_after_s(send_timeout_s),
+            alive=alive,
+            # A cancelled job may take the cancellation's hard deadline to let go.
+            held_s=held_s + _CANCEL_GRACE_S,
         )
     return {
         "private": len(swept.private),

@@ -8,7 +8,10 @@
   back and the attempt not counted against its budget. A public leg without its note
   (`pub_requested_at`) goes back to PENDING too, its attempt counted (FAILED once its three
   are used). Any other may have been delivered, so it becomes UNCONFIRMED, never PENDING,
-  and a private one gets an inbox check.
+  and a private one gets an inbox check. A claim whose holder still beats (`app.heartbeat`)
+  is left to it until its job's timeout has passed (SAQ ends the job by then): on a loaded
+  machine a live send can outlast the thresholds above, and sweeping it early only turns a
+  delivered DM UNCONFIRMED (its record is refused) or drops a leg about to be sent.
 - Due-work relay: PENDING legs whose time has come but that no job is handling (a lost
   enqueue, Redis down, a worker killed with jobs in hand, an account back from a pause) are
   enqueued again under the key a waiting job would have, so nothing piles up; comments waiting
@@ -27,6 +30,7 @@ like a retry); the relay enqueues each row's own job.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from saq import Queue
@@ -62,22 +66,27 @@ def unsent_after_s(send_timeout_s: float) -> float:
     return min(UNSENT_AFTER_S, stale_after_s(send_timeout_s))
 
 
+# A leg's claim is stale past its threshold, unless its holder still beats and its job may
+# still be running (younger than the job's timeout).
+_PR_STALE = """(pr_state = 'IN_FLIGHT' AND pr_claimed_at < now() - make_interval(
+        secs => CASE WHEN pr_requested_at IS NULL THEN :unsent_older ELSE :older END)
+    AND NOT (pr_claimed_by = ANY(CAST(:alive AS text[]))
+             AND pr_claimed_at > now() - make_interval(secs => :held)))"""
+_PUB_STALE = """(pub_state = 'IN_FLIGHT' AND pub_claimed_at < now() - make_interval(secs => :older)
+    AND NOT (pub_claimed_by = ANY(CAST(:alive AS text[]))
+             AND pub_claimed_at > now() - make_interval(secs => :held)))"""
+
 _SWEEP = text(
     f"""
 WITH stale AS (
     SELECT id, workspace_id, trigger_kind, pr_claimed_at,
-           (pr_state = 'IN_FLIGHT' AND pr_claimed_at < now() - make_interval(
-                secs => CASE WHEN pr_requested_at IS NULL THEN :unsent_older ELSE :older END))
-               AS pr,
+           {_PR_STALE} AS pr,
            pr_requested_at IS NULL AS pr_unsent,
-           (pub_state = 'IN_FLIGHT' AND pub_claimed_at < now() - make_interval(secs => :older))
-               AS pub,
+           {_PUB_STALE} AS pub,
            pub_requested_at IS NULL AS pub_unsent,
            pub_attempts < {MAX_PUBLIC_ATTEMPTS} AS pub_budget_left
     FROM dm_logs
-    WHERE (pr_state = 'IN_FLIGHT' AND pr_claimed_at < now() - make_interval(
-                secs => CASE WHEN pr_requested_at IS NULL THEN :unsent_older ELSE :older END))
-       OR (pub_state = 'IN_FLIGHT' AND pub_claimed_at < now() - make_interval(secs => :older))
+    WHERE {_PR_STALE} OR {_PUB_STALE}
     FOR UPDATE SKIP LOCKED
 ),
 legs AS (
@@ -177,12 +186,21 @@ async def sweep_stale_claims(
     *,
     older_than_s: float,
     unsent_older_than_s: float | None = None,
+    alive: Collection[str] = (),
+    held_s: float = 0.0,
 ) -> SweepResult:
     """IN_FLIGHT legs older than `older_than_s` (a private one without its request note: older
     than `unsent_older_than_s`, by default the same): one whose request never left → PENDING,
-    its job enqueued; any other → UNCONFIRMED, with an inbox check for a private one."""
+    its job enqueued; any other → UNCONFIRMED, with an inbox check for a private one. A claim
+    held by one of the `alive` workers is left alone until it is `held_s` old."""
     unsent = older_than_s if unsent_older_than_s is None else unsent_older_than_s
-    params = {"older": older_than_s, "unsent_older": unsent, **_REASONS}
+    params = {
+        "older": older_than_s,
+        "unsent_older": unsent,
+        "alive": sorted(alive),
+        "held": held_s,
+        **_REASONS,
+    }
     rows = (await conn.execute(_SWEEP, params)).all()
     result = SweepResult(
         private=[row.id for row in rows if row.pr],

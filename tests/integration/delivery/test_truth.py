@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 
 import pytest
 from sqlalchemy import text
@@ -32,6 +33,9 @@ from app.delivery.send.dispatch import deliver
 from app.delivery.send.legs import Claim
 from app.delivery.send.quota import usage, usage_month
 from app.delivery_log.queries import fetch_timeline, state_sentence
+from app.heartbeat import Heartbeat, write_heartbeat
+from app.jobs import handlers
+from app.jobs.context import JobRuntime
 from app.queue.saq_adapter import pending_job_keys
 from tests.integration.delivery.conftest import World
 
@@ -292,6 +296,69 @@ async def test_a_claim_without_its_note_is_given_back_sooner_than_one_with_it(
         )
     assert (swept.resent, swept.private) == ([silent.id], [])
     assert (await world.log(noted.id)).pr_state is LegState.IN_FLIGHT
+
+
+async def test_a_slow_live_sender_keeps_its_claim_until_its_job_has_ended(world: World) -> None:
+    """On a loaded machine a live send can outlast the sweep's thresholds: while its worker
+    still beats and its job may still run, the claim stays its own (its note and record are
+    accepted); once the job's timeout has passed, the sweep settles it as for a dead worker."""
+    silent = await world.comment("jane.doe")
+    noted = await world.comment("lucia.mendez")
+    await _claim_and_die(world, silent)
+    await _claim_and_die(world, noted, request_left=True)  # both claimed 2 minutes ago
+
+    async def sweep(alive: list[str], held_s: float) -> sweeps.SweepResult:
+        async with autocommit(world.resources.engine) as conn:
+            return await sweeps.sweep_stale_claims(
+                conn,
+                world.resources.queue,
+                older_than_s=STALE_S,
+                unsent_older_than_s=10,
+                alive=alive,
+                held_s=held_s,
+            )
+
+    kept = await sweep(["dead-worker"], 180)
+    assert (kept.resent, kept.private) == ([], [])
+    for row in (silent, noted):
+        assert (await world.log(row.id)).pr_state is LegState.IN_FLIGHT
+    async with autocommit(world.resources.engine) as conn:
+        assert await claims.mark_request_sent(
+            conn, dm_log_id=silent.id, worker_id="dead-worker", attempt_no=1
+        )
+    # Once its job's timeout has passed, the holder's beat keeps nothing (it may beat on
+    # after its job was cut short): both may have been delivered.
+    over = await sweep(["dead-worker"], 100)
+    assert (over.resent, sorted(over.private)) == ([], sorted([silent.id, noted.id]))
+
+
+async def test_the_sweep_cron_leaves_the_claims_of_beating_workers(world: World) -> None:
+    """The cron reads which workers beat (app/heartbeat.py), as the worker writes it."""
+    slow = await world.comment("jane.doe")
+    dead = await world.comment("lucia.mendez")
+    for row in (slow, dead):
+        await _claim_and_die(world, row, request_left=True)
+    resources = world.resources
+    older = sweeps.stale_after_s(resources.settings.send_timeout_s)
+    await world.execute(
+        "UPDATE dm_logs SET pr_claimed_by = 'slow-worker', "
+        "pr_claimed_at = now() - make_interval(secs => :age) WHERE id = :id",
+        age=older + 5,
+        id=slow.id,
+    )
+    await world.execute(
+        "UPDATE dm_logs SET pr_claimed_at = now() - make_interval(secs => :age) WHERE id = :id",
+        age=older + 5,
+        id=dead.id,
+    )
+    now = time.time()
+    await write_heartbeat(
+        resources.redis, Heartbeat("slow-worker", 1, "host", "test", now, now, 0, None)
+    )
+    swept = await handlers.sweep_stale_claims({"state": JobRuntime("w", resources)})
+    assert swept == {"private": 1, "public": 0, "resent": 0}
+    assert (await world.log(slow.id)).pr_state is LegState.IN_FLIGHT
+    assert (await world.log(dead.id)).pr_state is LegState.UNCONFIRMED
 
 
 async def test_a_sender_whose_claim_was_swept_does_not_send(world: World) -> None:
