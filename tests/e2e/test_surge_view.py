@@ -195,3 +195,19 @@ def test_an_account_on_hold_by_meta_reads_as_such_and_claims_no_send(
     expect(pace).to_contain_text("On hold")
     _shot(page, artifacts_dir, "account-on-hold")
     _fits(page)
+    # The waiting comments in the log: waiting, in words; Meta's refusal is in a row's details.
+    surge.get_by_role("link", name="See the waiting comments in the delivery log").click()
+    rows = page.locator("#log-rows tr.log-row")
+    expect(rows).to_have_count(2)
+    for n in range(2):
+        expect(rows.nth(n).locator(".leg-pr .state")).to_have_attribute("data-state", "PENDING")
+    expect(page.locator("#log-rows")).not_to_contain_text("613")
+    _shot(page, artifacts_dir, "log-on-hold")
+    _fits(page)
+    # Each state reads on one line, not broken a few letters at a time.
+    heights = page.evaluate(
+        """() => [...document.querySelectorAll('#log-rows .state')].map(s =>
+            s.getBoundingClientRect().height / parseFloat(getComputedStyle(s).fontSize))"""
+    )
+    assert heights, heights
+    assert max(heights) < 2.5, heights
