@@ -17,7 +17,7 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.tokens import MissingTokenError, open_access_token, seal_access_token
-from app.crypto import TokenCipher
+from app.crypto import TokenCipher, TokenDecryptError
 from app.db.models import AccountStatus, EventLevel, InstagramAccount
 from app.instagram.graph import GraphClient, GraphError
 from app.operations.events import record_event
@@ -68,7 +68,7 @@ async def refresh_token(
     try:
         old_token = open_access_token(cipher, account)
         answer = await graph.refresh_long_lived_token(old_token)
-    except (MissingTokenError, GraphError, ValueError) as exc:
+    except (MissingTokenError, TokenDecryptError, GraphError, ValueError) as exc:
         return RefreshResult(RefreshStatus.FAILED, str(exc)[:300])
     new_token = answer.get("access_token")
     if not isinstance(new_token, str) or not new_token:
