@@ -53,14 +53,23 @@ class TestDatabase:
         """Bring this just-created, empty database to head: it becomes a clone of the template
         holding this checkout's migrations (built once by Alembic, then copied in a fraction
         of a second instead of re-running every migration in each run and bench)."""
-        template = migrated_template()
         with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(self.name)))
-            conn.execute(
-                sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-                    sql.Identifier(self.name), sql.Identifier(template)
-                )
-            )
+            # A template dropped by hand (README) between its look-up and the clone is built
+            # again once, rather than failing the run.
+            for last in (False, True):
+                template = migrated_template()
+                try:
+                    conn.execute(
+                        sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                            sql.Identifier(self.name), sql.Identifier(template)
+                        )
+                    )
+                except psycopg.errors.InvalidCatalogName:
+                    if last:
+                        raise
+                else:
+                    return
 
     def drop(self) -> None:
         with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
