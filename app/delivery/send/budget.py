@@ -81,9 +81,9 @@ local function paused_for()
 end
 -- While the account is slowed its pacer grants at most once per step (ARGV step ms, 0 when
 -- not slowed): the pace hash keeps when the next grant may be. Ms until then, or 0.
-local function gated(step)
+local function gated(step, field)
   if step <= 0 then return 0 end
-  local nxt = tonumber(redis.call('HGET', KEYS[3], 'next_grant') or '0')
+  local nxt = tonumber(redis.call('HGET', KEYS[3], field) or '0')
   if nxt > now then return nxt - now end
   return 0
 end
@@ -146,7 +146,8 @@ return {0, wait_for(0)}
 
 # ARGV[3] how many slots the pacer wants next time, ARGV[4] the slowed pace's step in ms (0:
 # not slowed), ARGV[5] how long a grant holds its slot (ms), ARGV[6] the most slots one grant
-# takes (0: no limit; then none while any slot is in flight), ARGV[7..] members in order.
+# takes (0: no limit; then none while any slot is in flight), ARGV[7] the pace hash's field
+# that keeps this budget's next grant while slowed, ARGV[8..] members in order.
 # Takes the first members that fit, each scored at the end of its hold (its job's `confirm`
 # scores it as a send): {taken, ms until the oldest slot frees or the step ends (0: room
 # left), ms until ARGV[3] slots are free}.
@@ -154,7 +155,7 @@ _GRANT = (
     _PRELUDE
     + """
 local step = tonumber(ARGV[4])
-local gate = gated(step)
+local gate = gated(step, ARGV[7])
 if gate > 0 then return {0, gate, gate} end
 local used = redis.call('ZCARD', KEYS[1])
 local hold = tonumber(ARGV[5])
@@ -165,7 +166,7 @@ if most > 0 then
   if in_flight() > 0 then room = 0 end
 end
 local taken = 0
-for i = 7, #ARGV do
+for i = 8, #ARGV do
   if used >= limit or taken >= room then break end
   redis.call('ZADD', KEYS[1], now + hold, ARGV[i])
   used = used + 1
@@ -173,7 +174,7 @@ for i = 7, #ARGV do
 end
 if taken > 0 then redis.call('PEXPIRE', KEYS[1], window + hold) end
 if taken > 0 and step > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
-  redis.call('HSET', KEYS[3], 'next_grant', now + step)
+  redis.call('HSET', KEYS[3], ARGV[7], now + step)
 end
 if used < limit then return {taken, 0, 0} end
 local want = tonumber(ARGV[3])
@@ -183,12 +184,13 @@ return {taken, wait_for(0), wait_for(want - 1)}
 """
 )
 
-# ARGV[3], ARGV[4] as for _GRANT. {free slots, ms until the oldest slot frees or the step
-# ends, ms until ARGV[3] slots are free (both 0 when some are free), slots in flight}.
+# ARGV[3], ARGV[4] as for _GRANT, ARGV[5] as _GRANT's ARGV[7]. {free slots, ms until the
+# oldest slot frees or the step ends, ms until ARGV[3] slots are free (both 0 when some are
+# free), slots in flight}.
 _FREE = (
     _PRELUDE
     + """
-local gate = gated(tonumber(ARGV[4]))
+local gate = gated(tonumber(ARGV[4]), ARGV[5])
 local flying = in_flight()
 if gate > 0 then return {0, gate, gate, flying} end
 local used = redis.call('ZCARD', KEYS[1])
@@ -330,6 +332,9 @@ class HourlyBudget:
         self.max_in_flight = max_in_flight
         # Only the private replies follow the account's slowed pace; a pause stops both.
         self._slowed_refuses = "1" if budget == PRIVATE else "0"
+        # While the account is slowed, each budget's pacer grants at most once a step: when
+        # the next grant may be, in the pace's hash, one field per budget.
+        self._gate_field = "next_grant" if budget == PRIVATE else f"next_{budget}_grant"
         # Registered when first run: a budget is made per delivery and runs two of its six
         # scripts, and registering one hashes its whole text (~3 µs each).
         self._scripts: dict[str, AsyncScript] = {}
@@ -375,13 +380,14 @@ class HourlyBudget:
             int(step_s * 1000),
             self.grant_hold_ms,
             self.max_in_flight,
+            self._gate_field,
             *members,
         )
         return Granted(int(taken), int(next_ms) / 1000.0, int(batch_ms) / 1000.0)
 
     async def free(self, account_id: int, *, batch: int = 1, step_s: float = 0.0) -> Availability:
         free, next_ms, batch_ms, flying = await self._run(
-            self._script(_FREE), account_id, batch, int(step_s * 1000)
+            self._script(_FREE), account_id, batch, int(step_s * 1000), self._gate_field
         )
         return Availability(int(free), int(next_ms) / 1000.0, int(batch_ms) / 1000.0, int(flying))
 

@@ -255,7 +255,15 @@ async def _public_slot(conn: AsyncConnection, run: Run, budget: HourlyBudget) ->
     granted_at = delivery.pub_granted_at
     taken: Slot | BudgetFull | None = None
     try:
-        if granted_at is not None and granted_at > run.now - timedelta(seconds=GRANT_TTL_S):
+        if granted_at is not None and granted_at <= run.now - timedelta(seconds=GRANT_TTL_S):
+            granted_at = None  # lapsed: its job was lost, the pacer grants the leg again
+        if run.public_grant is not None and (
+            granted_at is None or run.public_grant != grant_stamp(granted_at)
+        ):
+            # This job's grant lapsed or was replaced by a later one: its slot was never used.
+            stale = grant_member(delivery.id, run.public_grant)
+            await budget.release(Slot(delivery.account_id, stale))
+        if granted_at is not None:
             if run.public_grant != grant_stamp(granted_at):
                 # The pacer granted the leg to another job, which posts it.
                 run.report.public = "granted to the pacer's job"

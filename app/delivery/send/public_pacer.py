@@ -126,7 +126,11 @@ async def pace_public(
     budget = public_reply_budget(resources)
     batch = batch_size(budget.limit)
     params: dict[str, object] = {"account_id": account_id, "grant_ttl": GRANT_TTL_S}
-    free = await budget.free(account_id, batch=batch)
+    step_s = budget.window_s * batch / budget.limit
+    # Slowed: at most one grant a step, however often the pacer runs (each batch of private
+    # replies ends with a run).
+    gate_s = step_s if pace.mode == SLOWED else 0.0
+    free = await budget.free(account_id, batch=batch, step_s=gate_s)
     next_free_s, batch_free_s = free.next_free_s, free.batch_free_s
     want = min(free.free, MAX_GRANTS)
     if pace.share < 1:
@@ -137,7 +141,7 @@ async def pace_public(
         rows = sorted(chosen.all(), key=lambda row: (row.deadline_at, row.id))
         grants = [(row.id, row.pub_granted_at) for row in rows]
         taken = await budget.grant(
-            account_id, [grant_member(i, at) for i, at in grants], batch=batch
+            account_id, [grant_member(i, at) for i, at in grants], batch=batch, step_s=gate_s
         )
         if taken.taken < len(grants):
             # Another process took slots between the count and the grant.
@@ -154,7 +158,6 @@ async def pace_public(
     if not (await conn.execute(_ANY_QUEUED, params)).scalar():
         await conn.execute(_CLEAR_BACKLOG, params)
         return PublicPace(granted, None)
-    step_s = budget.window_s * batch / budget.limit
     wait_s = max(next_free_s, step_s if pace.mode == SLOWED else batch_free_s)
     # Slots free but nothing to grant them (the queued legs are granted, or not due yet): a
     # batch's time, not a run straight away.

@@ -15,7 +15,7 @@ from sqlalchemy import text
 from app.db.engine import autocommit
 from app.db.models import LegState
 from app.delivery.recovery import sweeps
-from app.delivery.send.budget import Slot, grant_stamp
+from app.delivery.send.budget import Slot, grant_member, grant_stamp
 from app.delivery.send.budget_history import account_budget, public_reply_budget
 from app.delivery.send.comment_flow import BACKLOG_SKIP_REASON
 from app.delivery.send.dispatch import deliver
@@ -114,6 +114,27 @@ async def test_a_full_public_budget_leaves_the_public_reply_to_the_pacer_holding
     # Nothing waits any more: the pacer clears the account's mark and stops.
     assert (await pace_account(resources, world.account_id)).next_run_in_s is None
     assert await _public_backlog_since(world) is None
+
+
+async def test_a_public_job_whose_grant_was_replaced_gives_its_slot_back(world: World) -> None:
+    """A job carrying an older grant of a public reply (it waited past it, and the pacer
+    granted the leg again) posts nothing, and gives the slot of its grant back at once."""
+    resources = _with_caps(world.resources, private=5, public=2)
+    campaign = await _campaign(world, public_reply_after_dm=False)
+    public = public_reply_budget(resources)
+    row = await world.comment(campaign_id=campaign, public=True)
+    old = 1_000_000
+    held = await public.grant(world.account_id, [grant_member(row.id, old)], batch=1)
+    assert held.taken == 1
+    assert await public.used(world.account_id) == 1
+    await world.execute(
+        "UPDATE dm_logs SET pub_granted_at = now(), pub_queued_at = now() WHERE id = :id",
+        id=row.id,
+    )
+    report = await deliver(resources, worker_id="w", dm_log_id=row.id, public_grant=old)
+    assert report.public == "granted to the pacer's job"
+    assert _replies(world, row.trigger_id) == []
+    assert await public.used(world.account_id) == 0
 
 
 async def _public_backlog_since(world: World) -> object:
