@@ -134,7 +134,10 @@ async def test_an_account_put_on_hold_by_meta_says_so_and_what_it_means(
         (await owner.client.get(f"/accounts/{owner.account_id}", headers=HTML)).text,
     ):
         pace = _field(html, "pace")
-        assert pace.startswith("On hold: Instagram asked this account to wait (about 30 min)"), pace
+        # 30 minutes from when Meta said it, a few seconds ago on a busy machine.
+        assert re.match(
+            r"On hold: Instagram asked this account to wait \(about (29|30) min\)", pace
+        )
         # Then 15 comments at 750 an hour.
         assert _field(html, "drain") == "after the hold, about 1 min"
         assert _field(html, "will-miss").startswith("10 at this pace")
