@@ -1,7 +1,7 @@
 """Viral-surge benchmark: a burst of comments drained through the hourly private-reply budget.
 
     uv run python -m bench.burst            # 50,000 comments, 750 per 10 s (about 15 minutes)
-    uv run python -m bench.burst --smoke    # 400 comments, 20 per 1 s (about a minute)
+    uv run python -m bench.burst --smoke    # 2,000 comments, 100 per 1 s (under a minute)
 
 N comments from N distinct fans on one post of one account are made in the sandbox at the
 arrival rate of a viral post (`--rate` per second); the sandbox sends them as signed webhooks
@@ -125,7 +125,7 @@ class _Throttler(threading.Thread):
 FULL = Size(comments=50_000, cap=750, window_s=10.0, rate=250.0, workers=2)
 # Small enough for `make test` on a shared two-core machine, with a cap set below what two
 # workers deliver there, so the backlog and its pacer are exercised.
-SMOKE = Size(comments=400, cap=20, window_s=1.0, rate=400.0, workers=2)
+SMOKE = Size(comments=2_000, cap=100, window_s=1.0, rate=400.0, workers=2)
 
 
 def _parallel(count: int, threads: int, work: Any) -> None:
@@ -611,7 +611,7 @@ def worker_process() -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--smoke", action="store_true", help="400 comments, about a minute")
+    parser.add_argument("--smoke", action="store_true", help="2,000 comments, under a minute")
     parser.add_argument("--n", type=int, help="comments (default 50,000)")
     parser.add_argument("--cap", type=int, help="private replies per window (default 750)")
     parser.add_argument("--window", type=float, help="the compressed window, seconds")
