@@ -11,6 +11,7 @@ from typing import Any
 
 from litestar import Controller, Response, post
 from litestar.di import NamedDependency
+from litestar.enums import HttpMethod
 from litestar.exceptions import NotFoundException, PermissionDeniedException
 from litestar.params import FromPath, FromQuery
 from litestar.plugins.htmx import HTMXRequest
@@ -134,6 +135,10 @@ class AccountsController(Controller):
         db_session: NamedDependency[AsyncSession],
         resources: NamedDependency[Resources],
     ) -> Redirect:
+        if request.method == HttpMethod.HEAD:
+            # HEAD must be safe: a link checker or previewer may send it before the browser
+            # comes back with GET, and acting on it would spend the state and the code.
+            return Redirect("/accounts", status_code=303)
         state = request.query_params.get("state")
         resume = await origin_to_resume(
             resources.redis, state if isinstance(state, str) else "", _origin(request)

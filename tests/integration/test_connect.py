@@ -161,6 +161,21 @@ async def test_a_forged_state_is_refused_and_the_code_never_spent(
     assert await _accounts(resources) == []
 
 
+async def test_a_head_on_the_callback_spends_nothing(
+    client: AsyncTestClient,
+    resources: Resources,  # type: ignore[type-arg]
+) -> None:
+    callback = await consent(await start_connect(client))
+    head = await client.head(callback, follow_redirects=False)
+    assert head.status_code == 303
+    assert head.headers["location"] == "/accounts"
+    assert await _accounts(resources) == []
+    # The browser's GET that follows still connects: the state and the code are unspent.
+    response = await client.get(callback, follow_redirects=False)
+    assert response.headers["location"].startswith("/accounts?connected=")
+    assert len(await _accounts(resources)) == 1
+
+
 async def test_a_replayed_callback_is_refused(
     client: AsyncTestClient,
     resources: Resources,  # type: ignore[type-arg]
