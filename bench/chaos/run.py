@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
-import subprocess
 import sys
 import threading
 import time
@@ -34,7 +33,7 @@ from bench.chaos.verdict import Observed, Row, judge
 from bench.chaos.world import ACCOUNT, World, build
 from sandbox.client import SandboxAdmin
 from tests.support.dashboard import sandbox_env, web_env_for
-from tests.support.infra import base_env
+from tests.support.infra import alembic_upgrade, base_env
 from tests.support.sandbox_process import SandboxProcess, start_sandbox
 
 WORKERS = 3
@@ -116,20 +115,6 @@ class Timeline:
         line = f"t+{time.monotonic() - self.started:.1f}s {what}"
         self.entries.append(line)
         print(f"chaos: {line}", file=sys.stderr, flush=True)
-
-
-def migrate(database_url: str) -> None:
-    env = {**os.environ, "DATABASE_URL": database_url, "ONCEREPLY_ENV_FILE": ""}
-    result = subprocess.run(
-        [sys.executable, "-m", "alembic", "upgrade", "head"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"alembic upgrade failed:\n{result.stdout}\n{result.stderr}")
 
 
 def snapshot(database_url: str, admin: SandboxAdmin) -> Snapshot:
@@ -273,7 +258,7 @@ def start_stack(
     redis_server = scratch.redis = OwnRedis(scratch.folder, redis_port)
     redis_server.start()
     database_url = postgres.create_database("oncereply_chaos")
-    migrate(database_url)
+    alembic_upgrade(database_url)
     note("migrated")
     env = base_env(database_url, redis_server.url)
     log_dir = logs_folder()

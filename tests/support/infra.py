@@ -76,7 +76,8 @@ class TestDatabase:
             conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 
 
-def _alembic_upgrade(database_url: str) -> None:
+def alembic_upgrade(database_url: str) -> None:
+    """Migrate the database at `database_url` to head with Alembic in a subprocess."""
     env = {**os.environ, "DATABASE_URL": database_url, "ONCEREPLY_ENV_FILE": ""}
     result = subprocess.run(
         [sys.executable, "-m", "alembic", "upgrade", "head"],
@@ -114,7 +115,7 @@ def migrated_template() -> str:
         build = f"{name}_build_{os.getpid()}_{secrets.token_hex(3)}"
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(build)))
         try:
-            _alembic_upgrade(_pg_url(build))
+            alembic_upgrade(_pg_url(build))
             # A clone fails while any session is in its template: let none in, not even a
             # psql someone opens to look (dropping it still works).
             conn.execute(

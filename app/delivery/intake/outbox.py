@@ -39,7 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.models import EventLevel, WebhookEvent, WebhookStatus
 from app.db.raw import pipelined_transaction
 from app.delivery.intake.ingest import EventsIngest, enqueue_ingested, ingest_events, pace_surges
-from app.delivery.intake.webhook_writer import UNMARK_ENQUEUED, enqueue_ingest
+from app.delivery.intake.webhook_writer import UNMARK_ENQUEUED, enqueue_ingest, ingest_key_range
 from app.operations.alerts import record_throttled
 from app.queue import JobName, JobQueue
 from app.queue.saq_adapter import pending_job_keys
@@ -100,7 +100,6 @@ _CLAIM_ORPHANS = text(
     "FOR UPDATE SKIP LOCKED) "
     "RETURNING id, octet_length(body)"
 )
-_INGEST_KEY_PREFIX = "ingest:"
 
 
 async def relay_outbox(
@@ -173,11 +172,8 @@ async def _claim_orphans(
 async def _pending_ingest_ranges(queue: JobQueue) -> tuple[list[int], list[int]]:
     """The event id ranges of the ingest jobs queued, running or scheduled now, merged where
     they overlap: their starts and their ends, both ascending."""
-    ranges = []
-    for key in await pending_job_keys(queue.lane_for(JobName.INGEST_EVENT.value)):
-        first, _, last = key.removeprefix(_INGEST_KEY_PREFIX).partition("-")
-        if key.startswith(_INGEST_KEY_PREFIX) and first.isdigit() and last.isdigit():
-            ranges.append((int(first), int(last)))
+    keys = await pending_job_keys(queue.lane_for(JobName.INGEST_EVENT.value))
+    ranges = [r for key in keys if (r := ingest_key_range(key)) is not None]
     starts: list[int] = []
     ends: list[int] = []
     for low, high in sorted(ranges):

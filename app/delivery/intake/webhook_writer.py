@@ -65,8 +65,19 @@ class IntakeUnavailableError(Exception):
     """The event could not be stored (database down, too slow or overloaded): answer 503."""
 
 
+_INGEST_KEY_PREFIX = "ingest:"
+
+
 def ingest_job_key(event_ids: Sequence[int]) -> str:
-    return f"ingest:{event_ids[0]}-{event_ids[-1]}"
+    return f"{_INGEST_KEY_PREFIX}{event_ids[0]}-{event_ids[-1]}"
+
+
+def ingest_key_range(key: str) -> tuple[int, int] | None:
+    """The first and last event id of an `ingest_job_key`; None for any other key."""
+    first, _, last = key.removeprefix(_INGEST_KEY_PREFIX).partition("-")
+    if key.startswith(_INGEST_KEY_PREFIX) and first.isdigit() and last.isdigit():
+        return int(first), int(last)
+    return None
 
 
 def group_for_jobs(events: Sequence[tuple[int, int]]) -> list[list[int]]:
