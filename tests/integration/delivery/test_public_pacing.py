@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import time
 from pathlib import Path
 
@@ -20,8 +21,10 @@ from app.delivery.send.budget_history import account_budget, public_reply_budget
 from app.delivery.send.comment_flow import BACKLOG_SKIP_REASON
 from app.delivery.send.dispatch import deliver
 from app.delivery.send.pacer import pace_account
-from app.delivery.send.public_pacer import PUBLIC_WAIT_REASON
+from app.delivery.send.public_pacer import PUBLIC_WAIT_REASON, queue_public
 from app.delivery.send.scheduling import enqueue_delivery
+from app.delivery.send.throttle import SLOWED, Throttle
+from app.instagram.graph import Usage
 from app.resources import Resources
 from tests.integration.delivery.conftest import World
 from tests.support.processes import start_worker
@@ -235,3 +238,50 @@ async def test_the_campaign_may_skip_its_public_reply_while_dms_wait(world: Worl
     assert (report.private, report.public) == ("waiting for budget", "SENT")
     assert _replies(world, posted.trigger_id) == ["Thank you!"]
     assert await account_budget(resources).used(world.account_id) == 0
+
+
+async def test_slowed_the_pacer_grants_public_replies_at_most_once_a_step(world: World) -> None:
+    """While Meta has slowed the account, the pacer is woken far more often than once a step
+    (each batch of DMs ends with a run, the relay kicks it, a run schedules the next): the
+    public replies are still granted at most once a step of the slowed pace, whoever wakes
+    it, and apart from the private replies' step (a DM granted in the same run does not hold
+    the public reply back)."""
+    window_s = 50.0
+    # A batch of 2 at a cap of 100, so a step of 1 s; a code 4 with no stated wait slows the
+    # account for 30 s, to the least share: one grant a step.
+    settings = dataclasses.replace(
+        world.resources.settings,
+        private_replies_per_hour=100,
+        public_replies_per_hour=100,
+        private_reply_window_s=window_s,
+    )
+    resources = dataclasses.replace(world.resources, settings=settings)
+    step_s = window_s * 2 / 100
+    campaign = await _campaign(world, public_reply_after_dm=False)
+    fans = [await world.new_fan(f"slow.fan{n}") for n in range(8)]
+    rows = [await world.comment(fan, campaign_id=campaign, public=True) for fan in fans]
+    async with autocommit(resources.engine) as conn:
+        for row in rows:
+            await queue_public(conn, row.id)
+    await world.execute("UPDATE instagram_accounts SET pr_backlog_since = now()")
+    throttle = Throttle(resources.redis, window_s=window_s)
+    assert (await throttle.observe(world.account_id, Usage(), code=4)) is not None
+    assert (await throttle.current(world.account_id)).mode == SLOWED
+
+    first = await pace_account(resources, world.account_id)
+    assert (first.pace, first.granted, first.public_granted) == (SLOWED, 1, 1)
+    # Woken again and again for three steps: a grant a step, never two within one.
+    started = time.monotonic()
+    reports = []
+    while time.monotonic() - started < 3 * step_s or len(reports) < 8:
+        paced = await pace_account(resources, world.account_id)
+        assert paced.pace == SLOWED, "the slow-down lasts the whole test"
+        reports.append(paced.public_granted)
+        await asyncio.sleep(0.02)
+    assert 0 in reports, f"the pacer was never woken within a step: {reports}"
+    logs = [await world.log(row.id) for row in rows]
+    granted_at = sorted(log.pub_granted_at for log in logs if log.pub_granted_at is not None)
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(granted_at)]
+    assert len(granted_at) >= 2, "the pacer went on granting once a step"
+    # A grant's time is PostgreSQL's and its step is Redis's: the same clock to the millisecond.
+    assert min(gaps) >= step_s - 0.002, f"two public grants within a step of {step_s} s: {gaps}"
