@@ -26,7 +26,10 @@ process and waits until every row is SENT. Prints one JSON document:
   deliveries are counted): statements per delivery, connections opened, pool checkouts (each
   one a pre-ping round trip), BEGIN/COMMIT/ROLLBACK on non-autocommit connections, their sum
   as database round trips per delivery, and the server's own transaction count from
-  `pg_stat_database` as a cross-check.
+  `pg_stat_database` as a cross-check;
+- `redis`: counted inside the worker process too, at redis-py's connection: round trips (one
+  per command, or per pipeline) and commands per delivery, SAQ's and the heartbeat's
+  included, with the commands by name (a script named by its first key's prefix).
 
 Then, unless `--skip-latency`, `webhook_to_send`: the whole path at a steady rate. The sandbox
 is registered with a real web process as its webhook callback; fans comment at `--rate` per
@@ -310,6 +313,7 @@ def run(n: int) -> dict[str, Any]:
             "connections_opened": counted.get("connects", 0),
             "jobs_counted": counted.get("jobs"),
         },
+        "redis": redis_figures(counted, per),
         "worker_cpu_ms_per_delivery": worker_cpu,
         "cpu_ms_per_delivery": {
             "worker": worker_cpu,
@@ -319,6 +323,56 @@ def run(n: int) -> dict[str, Any]:
         "targets": {"deliveries_per_s": 250, "round_trips_per_delivery": 4},
         "worker_concurrency": int(os.environ.get("WORKER_CONCURRENCY", "32")),
     }
+
+
+def redis_command_name(args: tuple[Any, ...]) -> str:
+    """A command's name for the counts; a script's (EVALSHA, EVAL) with its first key's
+    prefix, which says whose it is (`oncereply:pr-budget`, `saq:…`)."""
+    name = _text(args[0]).upper() if args else "?"
+    if name in ("EVALSHA", "EVAL") and len(args) > 3 and int(args[2]) > 0:
+        prefix = ":".join(_text(args[3]).split(":")[:2])
+        return f"{name} {prefix.rstrip('0123456789:')}"
+    return name
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def redis_figures(counted: dict[str, Any], per: int) -> dict[str, Any]:
+    """Redis round trips and commands per delivery, counted in the worker process (SAQ's,
+    the heartbeat's and ours), with the commands by name."""
+    by_name = {
+        key.removeprefix("redis:"): round(value / per, 2)
+        for key, value in sorted(counted.items(), key=lambda kv: -kv[1])
+        if key.startswith("redis:")
+    }
+    return {
+        "round_trips_per_delivery": round(counted.get("redis_round_trips", 0) / per, 2),
+        "commands_per_delivery": round(counted.get("redis_commands", 0) / per, 2),
+        "commands_by_name_per_delivery": by_name,
+    }
+
+
+def count_redis(counts: Counter[str]) -> None:
+    """Redis, counted at redis-py's connection: a round trip per packet sent (one command, or
+    a whole pipeline), and the commands in it, by name."""
+    from redis.asyncio.connection import AbstractConnection
+
+    send_packed = AbstractConnection.send_packed_command
+    pack = AbstractConnection.pack_command
+
+    async def counted_send(conn: Any, *args: Any, **kwargs: Any) -> Any:
+        counts["redis_round_trips"] += 1
+        return await send_packed(conn, *args, **kwargs)
+
+    def counted_pack(conn: Any, *args: Any) -> Any:
+        counts["redis_commands"] += 1
+        counts[f"redis:{redis_command_name(args)}"] += 1
+        return pack(conn, *args)
+
+    AbstractConnection.send_packed_command = counted_send  # type: ignore[method-assign,assignment]
+    AbstractConnection.pack_command = counted_pack  # type: ignore[method-assign,assignment]
 
 
 def worker_process() -> int:
@@ -346,6 +400,7 @@ def worker_process() -> int:
         return await execute(cursor, *args, **kwargs)
 
     psycopg.AsyncCursor.execute = counted  # type: ignore[method-assign,assignment]
+    count_redis(counts)
 
     @event.listens_for(Pool, "connect")
     def _connect(*_: Any) -> None:
