@@ -3,11 +3,11 @@
 `link_click_days` keeps, per campaign and day of the workspace's zone, the people who tapped
 a link (`app.clicks.rollup` adds to it as clicks are copied in). A change of zone marks the
 workspace (`workspaces.click_days_recount_due`, set by a trigger on any UPDATE that changes
-the zone, migration 0036); the
-`recount_click_days` job then deletes the days the funnel can show (the last 31, local) and
-counts them again from the clicks of those days in the new zone. Older days keep their counts
-in the old zone; no page reads them. Until the job commits, the funnel counts its days from
-the clicks themselves (`app.delivery_log.funnel`), so no page shows a day in the wrong zone.
+the zone, migration 0036); the `recount_click_days` job then deletes the days the funnel can
+show (the last 31, local) and counts them again from the clicks of those days in the new zone.
+Older days keep their counts in the old zone; no page reads them, and retention forgets them
+(`app.maintenance.retention`). Until the job commits, the funnel counts its days from the
+clicks themselves (`app.delivery_log.funnel`), so no page shows a day in the wrong zone.
 
 The workspace row is locked `FOR NO KEY UPDATE` first: the click copier holds it `FOR SHARE`
 while it counts, so copies in progress commit before the recount reads the clicks, and copies

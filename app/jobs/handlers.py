@@ -44,6 +44,7 @@ async def purge_expired(ctx: dict[str, Any]) -> dict[str, int]:
         "webhook_events": purged.webhook_events,
         "idempotency_hits": purged.idempotency_hits,
         "link_click_day_people": purged.link_click_day_people,
+        "link_click_days": purged.link_click_days,
     }
 
 

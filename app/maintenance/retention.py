@@ -3,10 +3,12 @@
 Expired idempotency keys can no longer answer a repeat; raw webhook bodies of events that
 were fully processed are kept 30 days for investigation, then dropped; the hourly counts of
 repeats absorbed (the overview shows the last 24 h) are kept a week. The people who tapped a
-link on each day (`link_click_day_people`, which only keeps a person from counting twice in a
-day of `link_click_days`) are kept for the days the funnel shows and a change of zone counts
-again (the last 31 local days, `app.clicks.day_recount`), a day to spare for a zone ahead of
-UTC: a click older than that, copied late, could only count again on a day no page shows.
+link each day (`link_click_days`) and who they were (`link_click_day_people`, which only keeps
+a person from counting twice in a day) are kept for the days the funnel shows and a change of
+zone counts again (the last 31 local days, `app.clicks.day_recount`), a day to spare for a
+zone ahead of UTC: no page or recount reads an older day, and a click older than that, copied
+late, could only count again on a day no page shows (and is forgotten with it). The other kept
+counts of taps (per hour, per person) hold a campaign's totals and stay.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.models import (
     IdempotencyHit,
     IdempotencyKey,
+    LinkClickDay,
     LinkClickDayPerson,
     WebhookEvent,
     WebhookStatus,
@@ -28,7 +31,7 @@ from app.db.models import (
 WEBHOOK_RETENTION = timedelta(days=30)
 HITS_RETENTION = timedelta(days=7)
 # Days before today in UTC: every zone's day 31 days back is on or after it.
-DAY_PEOPLE_KEPT_DAYS = 32
+CLICK_DAYS_KEPT_DAYS = 32
 BATCH = 5_000
 
 
@@ -38,6 +41,7 @@ class Purged:
     webhook_events: int
     idempotency_hits: int = 0
     link_click_day_people: int = 0
+    link_click_days: int = 0
 
 
 async def purge_expired(session: AsyncSession) -> Purged:
@@ -76,7 +80,16 @@ async def purge_expired(session: AsyncSession) -> Purged:
         delete(person).where(
             tuple_(person.campaign_id, person.day, person.recipient_id).in_(
                 select(person.campaign_id, person.day, person.recipient_id)
-                .where(person.day < utc_today - DAY_PEOPLE_KEPT_DAYS)
+                .where(person.day < utc_today - CLICK_DAYS_KEPT_DAYS)
+                .limit(BATCH)
+            )
+        )
+    )
+    days = await session.execute(
+        delete(LinkClickDay).where(
+            tuple_(LinkClickDay.campaign_id, LinkClickDay.day).in_(
+                select(LinkClickDay.campaign_id, LinkClickDay.day)
+                .where(LinkClickDay.day < utc_today - CLICK_DAYS_KEPT_DAYS)
                 .limit(BATCH)
             )
         )
@@ -86,4 +99,5 @@ async def purge_expired(session: AsyncSession) -> Purged:
         webhook_events=getattr(events, "rowcount", 0),
         idempotency_hits=getattr(hits, "rowcount", 0),
         link_click_day_people=getattr(day_people, "rowcount", 0),
+        link_click_days=getattr(days, "rowcount", 0),
     )

@@ -217,12 +217,12 @@ async def test_a_zone_postgresql_does_not_know_counts_in_utc(resources: Resource
     assert await funnel_days(resources, owner, ZoneInfo("UTC"), now) == expected
 
 
-async def test_retention_forgets_day_people_older_than_any_day_a_page_counts(
+async def test_retention_forgets_taps_per_day_older_than_any_day_a_page_counts(
     resources: Resources,
 ) -> None:
-    """The retention job deletes the people kept per day once the day is older than every
-    day the funnel shows or a change of zone counts again, in any zone; the funnel's days
-    stay as they were."""
+    """The retention job deletes the people kept per day, and their count per day, once the
+    day is older than every day the funnel shows or a change of zone counts again, in any
+    zone; the funnel's days stay as they were."""
     now = datetime.now(UTC)
     owner = await creator(resources, "Asia/Kolkata")
     links = await link_dms(resources, owner, 6)
@@ -244,10 +244,20 @@ async def test_retention_forgets_day_people_older_than_any_day_a_page_counts(
                 ),
                 {"c": owner.campaign_id, "d": day},
             )
+            await conn.execute(
+                text(
+                    "INSERT INTO link_click_days (campaign_id, day, workspace_id, people) "
+                    "VALUES (:c, :d, :w, 1)"
+                ),
+                {"c": owner.campaign_id, "d": day, "w": owner.workspace_id},
+            )
 
     async with resources.sessionmaker() as session, session.begin():
         purged = await retention.purge_expired(session)
     assert purged.link_click_day_people == len(old)
+    assert purged.link_click_days == len(old)
+    # The count of a day goes with its people, and only then.
+    assert await kept_days(resources, owner) == recent + Counter(kept_edges)
     async with resources.engine.connect() as conn:
         left = set(
             (
@@ -261,11 +271,11 @@ async def test_retention_forgets_day_people_older_than_any_day_a_page_counts(
             ).scalars()
         )
     assert left == kept_edges
-    assert await kept_days(resources, owner) == recent
     assert await funnel_days(resources, owner, KOLKATA, now) == recent
     # New taps by the same people on the same days count nobody twice: those days kept theirs.
     await copy_clicks(resources.engine, clicks_around_midnights(links, now, 40))
-    assert await kept_days(resources, owner) == await people_per_day(resources, owner, KOLKATA)
+    tapped = await people_per_day(resources, owner, KOLKATA)
+    assert await kept_days(resources, owner) == tapped + Counter(kept_edges)
 
 
 async def test_a_change_of_zone_is_counted_again_by_the_worker_not_the_request(

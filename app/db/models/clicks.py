@@ -152,7 +152,7 @@ class LinkClickDay(Base):
     Kept by the click copier's statement (`app.clicks.rollup`) with `LinkClickDayPerson`, in
     the workspace's zone at the time; when the zone changes, the worker counts the last 31
     days again in the new zone (`app.clicks.day_recount`; older days, which no page shows,
-    keep their rows).
+    keep their rows until retention forgets them, `app.maintenance.retention`).
     """
 
     __tablename__ = "link_click_days"
