@@ -444,14 +444,14 @@ async def test_the_list_shows_todays_counts(
         )
     listing = await client.get("/campaigns")
     assert "2 sent" in listing.text
-    assert "1 failed" in listing.text
+    assert "1 not sent" in listing.text
     assert "1 skipped" in listing.text
     # Unconfirmed sends need the creator's look: counted, and linked to just those rows.
     today = datetime.now(UTC).date().isoformat()
     assert (
         f'href="/log?state=UNCONFIRMED&amp;campaign={campaign_id}&amp;from={today}"' in listing.text
     )
-    assert "2 unconfirmed" in listing.text
+    assert "2 maybe sent" in listing.text
 
 
 async def test_another_workspace_gets_404_for_campaigns_it_does_not_own(

@@ -14,12 +14,13 @@ from litestar.testing import AsyncTestClient
 
 from app.asgi import create_app
 from app.db.models import EventLevel, LegState, WebhookEvent, WebhookStatus
+from app.delivery_log.words import STATE_WORDS
 from app.operations.events import record_event
 from app.queue import JobName, enqueue
 from app.resources import Resources
 from app.settings import Settings
 from app.workspaces.time_zone import start_of_day
-from tests.support.dashboard import add_account
+from tests.support.dashboard import add_account, identity_of
 from tests.support.log_data import Creator, add_log, other_workspace, signed_in_creator
 
 HTML = {"accept": "text/html"}
@@ -178,6 +179,53 @@ async def test_an_empty_workspace_is_told_where_to_start(
     assert "Start here" in page.text
     assert _number(page.text, "stat-sent") == 0
     assert _number(page.text, "dup-total") == 0
+
+
+async def test_a_connected_account_without_campaigns_is_told_the_next_step(
+    settings: Settings, resources: Resources, test_env: dict[str, str]
+) -> None:
+    from tests.support.dashboard import sign_up
+
+    async with AsyncTestClient(create_app(settings)) as client:
+        await sign_up(client, "next@example.com")
+        _, workspace_id = await identity_of(resources, "next@example.com")
+        await add_account(resources, workspace_id, ig_user_id="17841400000000777", username="sunny")
+        page = await client.get("/", headers=HTML)
+    text = " ".join(re.sub(r"<[^>]+>", "", page.text).split())
+    assert "Next: your first campaign" in text
+    assert "Create a campaign to answer comments such as “RECIPE” with a private reply." in text
+
+
+async def test_the_overview_names_each_state_as_the_log_does(
+    settings: Settings, resources: Resources, owner: Creator
+) -> None:
+    """A creator who clicks "1 not sent" lands on the log's "Not sent" rows: the same words."""
+    page = await owner.client.get("/", headers=HTML)
+    html = page.text
+    for stat, state in (
+        ("stat-failed", LegState.FAILED),
+        ("stat-unconfirmed", LegState.UNCONFIRMED),
+    ):
+        label = re.search(
+            rf'id="{stat}".*?<span class="stat-label">([^<]+)</span>', html, re.DOTALL
+        )
+        assert label, stat
+        assert label.group(1).startswith(STATE_WORDS[state].lower()), label.group(1)
+    header = re.search(r'<table class="per-account" id="per-account">.*?</thead>', html, re.DOTALL)
+    assert header
+    columns = re.findall(r"<th>([^<]+)</th>", header.group(0))
+    assert columns == [
+        "Account",
+        "Status",
+        STATE_WORDS[LegState.SENT],
+        STATE_WORDS[LegState.FAILED],
+        STATE_WORDS[LegState.UNCONFIRMED],
+        "Skipped",
+        "Waiting",
+    ]
+    # The log's words for a state, never its code.
+    assert "SKIPPED_DEDUP" not in html
+    assert STATE_WORDS[LegState.SKIPPED_DEDUP] in html
 
 
 async def test_repeats_absorbed_per_account_and_kind_over_the_last_day(
