@@ -40,7 +40,7 @@ from app.delivery.intake.messaging_events import record_messaging
 from app.delivery.send.budget_history import account_budget
 from app.delivery.send.pacer import mark_backlog, more_waiting_than
 from app.delivery.send.scheduling import delivery_key, job_for, kick_pacer
-from app.delivery.send.throttle import NORMAL, Throttle
+from app.delivery.send.throttle import NORMAL
 from app.instagram.webhook_payload import EnvelopeError, ParsedWebhook, decode_body, parse_webhook
 from app.instruments import WEBHOOK_EVENTS
 from app.operations.idempotency_hits import count_webhook_duplicates
@@ -114,13 +114,14 @@ async def pace_surges(resources: Resources, outcome: EventsIngest) -> None:
     if not new:
         return
     budget = account_budget(resources)
-    throttle = Throttle(resources.redis, window_s=budget.window_s)
     for account_id, count in new.items():
-        free = budget.reservable(await budget.free(account_id))
+        # The budget's free slots and the account's pace, read in one script.
+        availability = await budget.free(account_id)
+        free = budget.reservable(availability)
         async with autocommit(resources.engine) as conn:
             if (
                 free >= count
-                and (await throttle.current(account_id)).mode == NORMAL
+                and availability.pace_mode == NORMAL
                 and not await more_waiting_than(conn, account_id, free)
             ):
                 continue

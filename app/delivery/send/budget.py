@@ -186,19 +186,21 @@ return {taken, wait_for(0), wait_for(want - 1)}
 
 # ARGV[3], ARGV[4] as for _GRANT, ARGV[5] as _GRANT's ARGV[7]. {free slots, ms until the
 # oldest slot frees or the step ends, ms until ARGV[3] slots are free (both 0 when some are
-# free), slots in flight}.
+# free), slots in flight, the account's pace mode ('normal' when none holds)}.
 _FREE = (
     _PRELUDE
     + """
 local gate = gated(tonumber(ARGV[4]), ARGV[5])
 local flying = in_flight()
-if gate > 0 then return {0, gate, gate, flying} end
+local mode = redis.call('HGET', KEYS[3], 'mode')
+if not mode or redis.call('PTTL', KEYS[3]) < 1 then mode = 'normal' end
+if gate > 0 then return {0, gate, gate, flying, mode} end
 local used = redis.call('ZCARD', KEYS[1])
-if used < limit then return {limit - used, 0, 0, flying} end
+if used < limit then return {limit - used, 0, 0, flying, mode} end
 local want = tonumber(ARGV[3])
 if want > limit then want = limit end
 if want < 1 then want = 1 end
-return {0, wait_for(0), wait_for(want - 1), flying}
+return {0, wait_for(0), wait_for(want - 1), flying, mode}
 """
 )
 
@@ -206,15 +208,27 @@ return {0, wait_for(0), wait_for(want - 1), flying}
 _IN_FLIGHT = _PRELUDE + "\nreturn {in_flight(), 0}\n"
 
 # ARGV[3] member: a slot Meta may have counted, scored with the time its answer came.
+# {1, slots still in flight}: the send's job learns in the same round trip whether its batch
+# is over (`pacer.batch_settled`).
 _STAMP = (
     _PRELUDE
     + """
 if redis.call('ZADD', KEYS[1], 'XX', 'CH', now, ARGV[3]) == 1 then
   redis.call('PEXPIRE', KEYS[1], window)
 end
-return {1, 0}
+return {1, in_flight()}
 """
 )
+
+# KEYS[1] the sorted set; ARGV[1] member. A slot given back; answers the slots still in flight
+# (as `_IN_FLIGHT` counts them). Never rebuilds: a lost budget has nothing to give back, and
+# whoever takes a slot next rebuilds it.
+_RELEASE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREM', KEYS[1], ARGV[1])
+return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
+"""
 
 # KEYS as above; ARGV[1] window ms, then member, age ms pairs. Once per loss of the set: a
 # second rebuild (another worker's) finds the marker and adds nothing.
@@ -280,6 +294,8 @@ class Availability:
     next_free_s: float  # 0 when `free` > 0
     batch_free_s: float  # until the batch asked for is free; 0 likewise
     in_flight: int = 0  # slots granted or sending whose sends are not answered yet
+    # The account's pace (`throttle`: normal, slowed or paused), read in the same script.
+    pace_mode: str = "normal"
 
 
 def batch_size(limit: int) -> int:
@@ -335,7 +351,7 @@ class HourlyBudget:
         # While the account is slowed, each budget's pacer grants at most once a step: when
         # the next grant may be, in the pace's hash, one field per budget.
         self._gate_field = "next_grant" if budget == PRIVATE else f"next_{budget}_grant"
-        # Registered when first run: a budget is made per delivery and runs two of its six
+        # Registered when first run: a budget is made per delivery and runs two of its seven
         # scripts, and registering one hashes its whole text (~3 µs each).
         self._scripts: dict[str, AsyncScript] = {}
 
@@ -386,10 +402,16 @@ class HourlyBudget:
         return Granted(int(taken), int(next_ms) / 1000.0, int(batch_ms) / 1000.0)
 
     async def free(self, account_id: int, *, batch: int = 1, step_s: float = 0.0) -> Availability:
-        free, next_ms, batch_ms, flying = await self._run(
+        free, next_ms, batch_ms, flying, mode = await self._run(
             self._script(_FREE), account_id, batch, int(step_s * 1000), self._gate_field
         )
-        return Availability(int(free), int(next_ms) / 1000.0, int(batch_ms) / 1000.0, int(flying))
+        return Availability(
+            int(free),
+            int(next_ms) / 1000.0,
+            int(batch_ms) / 1000.0,
+            int(flying),
+            mode.decode() if isinstance(mode, bytes) else str(mode),
+        )
 
     def grantable(self, free: Availability) -> int:
         """How many of the free slots one grant may take: a batch of `max_in_flight`, once
@@ -409,12 +431,17 @@ class HourlyBudget:
         flying, _ = await self._run(self._script(_IN_FLIGHT), account_id)
         return int(flying)
 
-    async def stamp(self, slot: Slot) -> None:
-        """The send's answer came: the slot counts from now (Meta counted it by now)."""
-        await self._run(self._script(_STAMP), slot.account_id, slot.member)
+    async def stamp(self, slot: Slot) -> int:
+        """The send's answer came: the slot counts from now (Meta counted it by now). Returns
+        the account's slots still in flight, as `in_flight` would."""
+        _, flying = await self._run(self._script(_STAMP), slot.account_id, slot.member)
+        return int(flying)
 
-    async def release(self, slot: Slot) -> None:
-        await self._redis.zrem(self._key.format(account_id=slot.account_id), slot.member)
+    async def release(self, slot: Slot) -> int:
+        """The slot given back (nothing was delivered). Returns the account's slots still in
+        flight, as `in_flight` would (0 when the budget was lost: nothing is counted then)."""
+        key = self._key.format(account_id=slot.account_id)
+        return int(await self._script(_RELEASE)(keys=[key], args=[slot.member]))
 
     async def used(self, account_id: int) -> int:
         """Slots in the current window (for the dashboard and tests)."""

@@ -116,7 +116,7 @@ class CommentFlow:
                 and held.content.lead is None
                 and not await mark_request(run, held.claim, conn)
             ):
-                await _release_slot(_budget(run), held.slot)
+                run.slots_in_flight = await _release_slot(_budget(run), held.slot)
                 held = None
             self._held = held
         return True
@@ -133,9 +133,9 @@ class CommentFlow:
             )
             sent = verdict is None
             if verdict is not None and verdict.definite:
-                await _release_slot(_budget(run), held.slot)
+                run.slots_in_flight = await _release_slot(_budget(run), held.slot)
             else:
-                await _stamp_slot(_budget(run), held.slot)
+                run.slots_in_flight = await _stamp_slot(_budget(run), held.slot)
         if self._dm_first and run.delivery.pub_state is LegState.PENDING:
             await self._public_after_dm(sent_now=sent)
         elif run.pub_due and not self._dm_first:
@@ -326,7 +326,7 @@ async def _take_slot(conn: AsyncConnection, run: Run, budget: HourlyBudget) -> S
         taken = await budget.confirm(granted)
         if isinstance(taken, BudgetFull):
             # Paused since the grant, or its slot aged out: the row waits for the pacer again.
-            await budget.release(granted)
+            run.slots_in_flight = await budget.release(granted)
     elif delivery.account_backlog:
         await queue_for_budget(conn, delivery.id)
         await kick_pacer(run.resources.queue, [delivery.account_id])
@@ -337,6 +337,8 @@ async def _take_slot(conn: AsyncConnection, run: Run, budget: HourlyBudget) -> S
     if isinstance(taken, BudgetFull):
         await _budget_full(conn, run, taken)
         return None
+    # A slot taken: any count answered before it is out of date.
+    run.slots_in_flight = None
     return taken
 
 
@@ -345,7 +347,7 @@ async def _release_stale_grant(budget: HourlyBudget, run: Run) -> None:
     or was replaced by a later one: its slot was never used, so it is given back."""
     if run.grant is not None:
         member = grant_member(run.delivery.id, run.grant)
-        await budget.release(Slot(run.delivery.account_id, member))
+        run.slots_in_flight = await budget.release(Slot(run.delivery.account_id, member))
 
 
 async def _claim_private(conn: AsyncConnection, run: Run) -> _Held | None:
@@ -372,12 +374,12 @@ async def _claim_private(conn: AsyncConnection, run: Run) -> _Held | None:
         person=PersonClaim.PRIVATE_REPLY,
     )
     if isinstance(claim, AccountUnable):
-        await _release_slot(budget, reserved)
+        run.slots_in_flight = await _release_slot(budget, reserved)
         await hold_for_account(conn, run, claim, private=True, public=False)
         run.report.private = run.report.private or "waiting for the account"
         return None
     if claim is None or not claim.won:
-        await _release_slot(budget, reserved)
+        run.slots_in_flight = await _release_slot(budget, reserved)
         run.report.private = claim.state.value if claim is not None else "not claimed"
         return None
     return _Held(claim, reserved, content)
@@ -399,16 +401,20 @@ async def _budget_full(conn: AsyncConnection, run: Run, full: BudgetFull) -> Non
     run.report.private = "waiting for budget"
 
 
-async def _release_slot(budget: HourlyBudget, slot: Slot) -> None:
+async def _release_slot(budget: HourlyBudget, slot: Slot) -> int | None:
+    """The slot given back; the account's slots still in flight, when Redis answered."""
     try:
-        await budget.release(slot)
+        return await budget.release(slot)
     except (RedisError, OSError):
         logger.warning("could not give back an hourly budget slot of account %s", slot.account_id)
+    return None
 
 
-async def _stamp_slot(budget: HourlyBudget, slot: Slot) -> None:
+async def _stamp_slot(budget: HourlyBudget, slot: Slot) -> int | None:
+    """The slot counted from now; the account's slots still in flight, when Redis answered."""
     try:
-        await budget.stamp(slot)
+        return await budget.stamp(slot)
     except (RedisError, OSError):
         # The slot still counts from when it was taken, a moment before the send.
         logger.warning("could not stamp an hourly budget slot of account %s", slot.account_id)
+    return None

@@ -22,7 +22,7 @@ from app.db.engine import autocommit
 from app.db.models import LegState, TriggerKind
 from app.delivery.send.comment_flow import CommentFlow
 from app.delivery.send.dm_flow import DmFlow
-from app.delivery.send.pacer import batch_settled, release_unused_grant
+from app.delivery.send.pacer import GivenBack, batch_settled, release_unused_grant
 from app.delivery.send.scheduling import enqueue_delivery
 from app.delivery.send.steps import Report, count_blocked_send, open_run
 from app.instruments import DELIVERIES
@@ -54,12 +54,12 @@ async def deliver(
     pacer gave the row's private reply, `public_grant` its public reply's (such a job posts
     the public reply alone), when the pacer enqueued this job."""
     report = Report()
-    account_id: int | None = None
+    given_back = GivenBack(None)
     async with autocommit(resources.engine) as conn:
         run = await open_run(conn, resources, report, worker_id=worker_id, dm_log_id=dm_log_id)
         if run is None:
             if grant is not None:
-                account_id = await release_unused_grant(resources, dm_log_id, grant, conn=conn)
+                given_back = await release_unused_grant(resources, dm_log_id, grant, conn=conn)
         else:
             run.grant = grant
             run.public_grant = public_grant
@@ -72,16 +72,19 @@ async def deliver(
                 # Another job claimed the leg between this one's load and its claim.
                 await count_blocked_send(conn, run.delivery)
     if run is None:
-        if account_id is not None:
+        if given_back.account_id is not None:
             # Once no connection is held: the pacer takes one of its own.
-            await batch_settled(resources, account_id)
+            await batch_settled(resources, given_back.account_id, given_back.in_flight)
         return report
     if go_on:
         await flow.finish()
     if grant is not None and not run.grant_settled:
-        await release_unused_grant(resources, dm_log_id, grant, account_id=run.delivery.account_id)
+        given_back = await release_unused_grant(
+            resources, dm_log_id, grant, account_id=run.delivery.account_id
+        )
+        run.slots_in_flight = given_back.in_flight
     if grant is not None:
-        await batch_settled(resources, run.delivery.account_id)
+        await batch_settled(resources, run.delivery.account_id, run.slots_in_flight)
     _count_legs(run.delivery.trigger_kind, report)
     if run.next_due:
         await enqueue_delivery(

@@ -194,6 +194,15 @@ async def queue_for_budget(conn: AsyncConnection, dm_log_id: int) -> None:
     await conn.execute(_QUEUE_FOR_BUDGET, {"id": dm_log_id, "reason": WAITING_REASON})
 
 
+@dataclass(frozen=True, slots=True)
+class GivenBack:
+    """What `release_unused_grant` knows after: the row's account, and the account's slots
+    still in flight (None when the slot could not be given back)."""
+
+    account_id: int | None
+    in_flight: int | None = None
+
+
 async def release_unused_grant(
     resources: Resources,
     dm_log_id: int,
@@ -201,30 +210,37 @@ async def release_unused_grant(
     *,
     account_id: int | None = None,
     conn: AsyncConnection | None = None,
-) -> int | None:
+) -> GivenBack:
     """A granted job ended without using its slot (its row was settled meanwhile, its account
     could not send, or its leg was not due): the slot goes back now rather than when the grant
     lapses. Nobody else uses it: the slot is named after the row and this grant. Without the
-    row's `account_id`, it is read on `conn`. Returns the account's id, when known."""
+    row's `account_id`, it is read on `conn`."""
     try:
         if account_id is None and conn is not None:
             account_id = (await conn.execute(_ACCOUNT_OF, {"id": dm_log_id})).scalar()
         if account_id is None:
-            return None
-        await account_budget(resources).release(Slot(account_id, grant_member(dm_log_id, grant)))
+            return GivenBack(None)
+        slot = Slot(account_id, grant_member(dm_log_id, grant))
+        return GivenBack(account_id, await account_budget(resources).release(slot))
     except (RedisError, OSError):
         # It frees when the grant lapses.
         logger.warning("could not give back an unused grant of row %s", dm_log_id)
-    return account_id
+    return GivenBack(account_id)
 
 
-async def batch_settled(resources: Resources, account_id: int) -> None:
+async def batch_settled(
+    resources: Resources, account_id: int, in_flight: int | None = None
+) -> None:
     """A granted job is over: when no other slot of the account is in flight, its batch is
     sent, and this job runs the account's pacer for the next batch itself, at once (a job of
     its own would cost a run per batch), rather than leave it to the pacer's next look
-    (`IN_FLIGHT_LOOK_S`)."""
+    (`IN_FLIGHT_LOOK_S`). `in_flight` is the count the job's last give-back or stamp of its
+    slot answered (`HourlyBudget.release`, `HourlyBudget.stamp`): then nothing is read again.
+    Of a batch's jobs, the one whose slot was the last in flight sees 0."""
     try:
-        if await account_budget(resources).in_flight(account_id) == 0:
+        if in_flight is None:
+            in_flight = await account_budget(resources).in_flight(account_id)
+        if in_flight == 0:
             await pace_account(resources, account_id)
     except (RedisError, OSError, SQLAlchemyError):
         # The pacer's next look grants the batch.
@@ -247,8 +263,7 @@ async def note_pace(
 ) -> Pace:
     """The account's pace now, recorded as an operational event when it is not the one last
     noted: whoever notes a change first (the send that saw it, or the pacer) records it, once."""
-    pace = await throttle.current(account_id)
-    previous = await throttle.note_mode(account_id, pace.mode)
+    pace, previous = await throttle.note(account_id)
     if previous is not None:
         await _record_change(resources, workspace_id, account_id, previous, pace)
     return pace

@@ -110,6 +110,10 @@ class Run:
     # and whether the private leg dealt with its slot (used it, or gave it back).
     grant: int | None = None
     grant_settled: bool = False
+    # The account's private-reply slots still in flight, as the last give-back or stamp of
+    # this run's slot answered (None when not known): the granted job's `batch_settled` reads
+    # nothing more then.
+    slots_in_flight: int | None = None
     # Its public reply's grant (`public_pacer`): the job then posts the public reply alone.
     public_grant: int | None = None
 

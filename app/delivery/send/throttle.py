@@ -17,7 +17,7 @@ once one is spent), and a refusal for a rate limit has its code (4, 17, 32, 613,
 - **normal**: neither (the key is absent).
 
 A change wakes the account's pacer at once and again when it lapses; each change is recorded
-once as an operational event by whoever notes it first (`note_mode`: slowed, paused, back to
+once as an operational event by whoever notes it first (`note`: slowed, paused, back to
 normal; the send that saw it, or the pacer), and the pacer paces accordingly. Times come from
 the Redis server.
 """
@@ -62,6 +62,24 @@ if before == 'paused' then return {before, before} end
 redis.call('HSET', KEYS[1], 'mode', 'slowed', 'share', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], hold)
 return {before, 'slowed'}
+"""
+
+
+# KEYS[1] the pace hash, KEYS[2] the mode last noted. The pace now ({mode, share, ms left}, as
+# `current` reads it) and the mode it replaces in KEYS[2] ('' when unchanged): one read and
+# one note in one script, so two notes of one change cannot both see it.
+_NOTE = """
+local mode = redis.call('HGET', KEYS[1], 'mode')
+local share = redis.call('HGET', KEYS[1], 'share')
+local ttl = redis.call('PTTL', KEYS[1])
+if not mode or mode == 'normal' or ttl <= 0 then
+  mode = 'normal'
+  share = '1'
+  ttl = 0
+end
+local before = redis.call('GETSET', KEYS[2], mode) or 'normal'
+if before == mode then before = '' end
+return {mode, share or '1', ttl, before}
 """
 
 
@@ -142,11 +160,17 @@ class Throttle:
             return Pace(NORMAL, 1.0, 0.0)
         return Pace(mode, float(values.get("share", "1") or 1), int(ttl_ms) / 1000.0)
 
-    async def note_mode(self, account_id: int, mode: str) -> str | None:
-        """Remember the mode the pacer acts on; the one it replaces when it changed."""
-        before = await self._redis.getset(_SEEN.format(account_id=account_id), mode)
-        previous = _text(before) if before is not None else NORMAL
-        return previous if previous != mode else None
+    async def note(self, account_id: int) -> tuple[Pace, str | None]:
+        """The pace now (`current`), remembered as the one the pacer acts on, in one round
+        trip; with the mode it replaces when it changed (whoever notes a change first)."""
+        mode, share, ttl_ms, before = await self._redis.register_script(_NOTE)(
+            keys=[_KEY.format(account_id=account_id), _SEEN.format(account_id=account_id)]
+        )
+        mode = _text(mode)
+        previous = _text(before) or None
+        if mode == NORMAL:
+            return Pace(NORMAL, 1.0, 0.0), previous
+        return Pace(mode, float(_text(share) or 1), int(ttl_ms) / 1000.0), previous
 
     async def _set(self, account_id: int, mode: str, share: float, hold_s: float) -> Observed:
         # Registered here, not per Throttle: most answers say nothing and run no script.

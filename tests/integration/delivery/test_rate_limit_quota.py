@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -12,7 +13,7 @@ from redis.asyncio import Redis
 from app.db.engine import autocommit
 from app.db.models import LegState
 from app.delivery.send import quota
-from app.delivery.send.budget import BudgetFull, HourlyBudget, Slot
+from app.delivery.send.budget import BudgetFull, HourlyBudget, Slot, budget_key
 from app.delivery.send.dispatch import deliver
 from tests.integration.delivery.conftest import World
 
@@ -171,3 +172,43 @@ async def test_inactive_campaign_and_paused_account_skip(world: World) -> None:
     await world.execute("UPDATE instagram_accounts SET status = 'active'")
     report = await deliver(world.resources, worker_id="w", dm_log_id=expired.id)
     assert report.private == "SKIPPED_WINDOW_EXPIRED"
+
+
+async def test_of_a_batch_settled_by_racing_jobs_exactly_one_sees_none_left_in_flight(
+    world: World,
+) -> None:
+    """Each job's stamp (a send answered) or give-back (a definite refusal) answers the slots
+    still in flight, so the job that ends its batch knows it without another read
+    (`pacer.batch_settled`): however the jobs interleave, exactly one of them sees 0."""
+    budget = HourlyBudget(
+        world.resources.redis, limit=50, window_s=60, grant_hold_s=30, in_flight_s=20
+    )
+    for _ in range(3):
+        members = [f"g:{i}:{time.monotonic_ns()}" for i in range(12)]
+        assert (await budget.grant(5, members, batch=12)).taken == 12
+        assert await budget.in_flight(5) == 12
+
+        async def settle(i: int, member: str) -> int:
+            slot = Slot(5, member)
+            confirmed = await budget.confirm(slot)
+            assert confirmed == slot, confirmed
+            # Every third send refused for good gives its slot back; the others are counted.
+            return await (budget.release(slot) if i % 3 == 0 else budget.stamp(slot))
+
+        left = await asyncio.gather(*(settle(i, m) for i, m in enumerate(members)))
+        assert sorted(left) == list(range(12)), left
+        assert await budget.in_flight(5) == 0
+    # Given back: 4 of each batch; counted: 8 of each.
+    assert await budget.used(5) == 24
+
+
+async def test_a_give_back_on_a_lost_budget_answers_none_in_flight_and_rebuilds_nothing(
+    world: World,
+) -> None:
+    redis: Redis = world.resources.redis
+    budget = HourlyBudget(redis, limit=5, window_s=60)
+    slot = await budget.reserve(9)
+    assert isinstance(slot, Slot)
+    await redis.flushdb()
+    assert await budget.release(slot) == 0
+    assert await redis.exists(budget_key(9)) == 0

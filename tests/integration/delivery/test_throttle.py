@@ -16,6 +16,7 @@ from sqlalchemy import select
 
 from app.db.models import AttemptClass, LegState, OperationalEvent
 from app.delivery.send.budget import PACE_KEY, batch_size, grant_stamp
+from app.delivery.send.budget_history import account_budget
 from app.delivery.send.dispatch import deliver
 from app.delivery.send.pacer import pace_account
 from app.delivery.send.scheduling import kick_pacer
@@ -27,6 +28,7 @@ from app.delivery.send.throttle import (
     SLOWED,
     Throttle,
 )
+from app.instagram.graph import Usage
 from app.resources import Resources
 from tests.integration.delivery.conftest import World
 from tests.integration.delivery.pacing import run_pacer, run_pacer_until
@@ -248,3 +250,38 @@ async def test_a_code_4_mid_backlog_holds_rows_back_then_sends_them_in_deadline_
     held_back = [r.trigger_id for r in by_deadline if r.id in refused]
     assert [c for c in sent_order if c in held_back] == held_back
     assert sorted(sent_order) == sorted(r.trigger_id for r in rows)
+
+
+async def test_racing_notes_of_one_change_see_it_once_and_the_budget_reads_the_same_pace(
+    world: World,
+) -> None:
+    """`Throttle.note` reads the pace and remembers it in one script: of many runs noting the
+    same change at once, exactly one sees it (and records its event); the budget's `free`
+    reads the same mode in its own script (`ingest.pace_surges`)."""
+    resources = _paced(world.resources, 60)
+    throttle = Throttle(resources.redis, window_s=WINDOW_S)
+    budget = account_budget(resources)
+    account_id = world.account_id
+    pace, previous = await throttle.note(account_id)
+    assert (pace.mode, pace.share, pace.remaining_s, previous) == (NORMAL, 1.0, 0.0, None)
+    assert (await budget.free(account_id)).pace_mode == NORMAL
+
+    assert await throttle.observe(account_id, Usage(), code=4) is not None
+    noted = await asyncio.gather(*(throttle.note(account_id) for _ in range(20)))
+    assert {p.mode for p, _ in noted} == {SLOWED}
+    assert all(p.share == MIN_SHARE and 0 < p.remaining_s <= REFUSAL_HOLD_MIN_S for p, _ in noted)
+    assert [before for _, before in noted if before is not None] == [NORMAL]
+    assert (await budget.free(account_id)).pace_mode == SLOWED
+
+    paused = Usage(business={"1": [{"estimated_time_to_regain_access": 1}]})
+    assert await throttle.observe(account_id, paused, code=4) is not None
+    noted = await asyncio.gather(*(throttle.note(account_id) for _ in range(20)))
+    assert [before for _, before in noted if before is not None] == [SLOWED]
+    assert all(p.mode == PAUSED and 0 < p.remaining_s <= 60 for p, _ in noted)
+    assert (await budget.free(account_id)).pace_mode == PAUSED
+
+    await resources.redis.delete(PACE_KEY.format(account_id=account_id))
+    pace, previous = await throttle.note(account_id)
+    assert (pace.mode, previous) == (NORMAL, PAUSED)
+    assert (await throttle.note(account_id))[1] is None
+    assert (await budget.free(account_id)).pace_mode == NORMAL
