@@ -18,6 +18,13 @@ from app.db.models import AccountStatus, Campaign, CampaignStatus, InstagramAcco
 
 # The daily refresh renews tokens that expire within 10 days; past that, warn the creator.
 TOKEN_WARNING = timedelta(days=10)
+# An account's status as every screen says it: what the creator has to do, not our column.
+STATUS_WORDS = {
+    AccountStatus.ACTIVE.value: "Active",
+    AccountStatus.NEEDS_REAUTH.value: "Reconnect needed",
+    AccountStatus.PAUSED.value: "Paused",
+    AccountStatus.DISCONNECTED.value: "Disconnected",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +52,11 @@ class AccountCard:
         if left <= timedelta(0):
             return "expired"
         return "soon" if left <= TOKEN_WARNING else "ok"
+
+    def status_words(self, now: datetime | None = None) -> str:
+        """`effective_status` in the words of `STATUS_WORDS`."""
+        status = self.effective_status(now)
+        return STATUS_WORDS.get(status, status.replace("_", " ").capitalize())
 
     def token_countdown(self, now: datetime | None = None) -> str:
         if self.token_expires_at is None:

@@ -11,9 +11,17 @@ from typing import Any
 
 import pytest
 from litestar.testing import AsyncTestClient
+from sqlalchemy import update
 
 from app.asgi import create_app
-from app.db.models import EventLevel, LegState, WebhookEvent, WebhookStatus
+from app.db.models import (
+    AccountStatus,
+    EventLevel,
+    InstagramAccount,
+    LegState,
+    WebhookEvent,
+    WebhookStatus,
+)
 from app.delivery_log.words import STATE_WORDS
 from app.operations.events import record_event
 from app.queue import JobName, enqueue
@@ -226,6 +234,38 @@ async def test_the_overview_names_each_state_as_the_log_does(
     # The log's words for a state, never its code.
     assert "SKIPPED_DEDUP" not in html
     assert STATE_WORDS[LegState.SKIPPED_DEDUP] in html
+
+
+async def test_an_account_to_reconnect_says_so_in_words_with_the_reason_beside(
+    resources: Resources, owner: Creator
+) -> None:
+    reason = "Instagram refused the access token and it could not be refreshed"
+    async with resources.sessionmaker() as session, session.begin():
+        await session.execute(
+            update(InstagramAccount)
+            .where(InstagramAccount.id == owner.account_id)
+            .values(status=AccountStatus.NEEDS_REAUTH, status_reason=reason)
+        )
+    overview = (await owner.client.get("/", headers=HTML)).text
+    warning = re.search(
+        r'<p class="flash flash-warning" data-attention="sunny.bakes">(.*?)</p>',
+        overview,
+        re.DOTALL,
+    )
+    assert warning
+    headline = re.sub(r'<span class="muted small">.*?</span>', "", warning.group(1))
+    assert "@sunny.bakes needs attention: reconnect needed." in headline
+    assert "reauth" not in headline
+    assert reason not in headline
+    assert reason in warning.group(1)  # the details, after the sentence
+    row = re.search(r'<tr data-account="sunny.bakes">.*?</tr>', overview, re.DOTALL)
+    assert row
+    assert "Reconnect needed" in row.group(0)
+    accounts = (await owner.client.get("/accounts", headers=HTML)).text
+    assert (
+        '<span class="status status-needs_reauth" data-field="status">Reconnect needed</span>'
+        in accounts
+    )
 
 
 async def test_repeats_absorbed_per_account_and_kind_over_the_last_day(
