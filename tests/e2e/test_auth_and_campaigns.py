@@ -62,6 +62,11 @@ def test_sign_up_connect_and_create_a_campaign_on_a_post(signed_in: SignedIn, db
     page.click("#save-campaign")
     expect(page).to_have_url(re.compile(r"/campaigns/\d+\?notice=created$"))
     expect(page.locator("#editor-notice")).to_have_text("Campaign created.")
+    # Said where the page opens, above the campaign's numbers, with what to do next.
+    expect(page.locator("#editor-notice")).to_be_in_viewport()
+    expect(page.locator("#created-next")).to_contain_text(
+        "answers nothing until you press Activate"
+    )
     expect(page.locator("#campaign-status")).to_have_text("draft")
 
     page.click("nav >> text=Campaigns")
