@@ -32,7 +32,8 @@ Per button: the people who tapped it, per 100 people the link went to.
 
 Next to it, the misses: comments the campaign saw and did not answer, by its verdict
 (`app.delivery_log.misses.VERDICTS`), and deliveries matched but not sent, by their state
-(`app.delivery_log.words.STATE_WORDS`).
+(`app.delivery_log.words.STATE_WORDS`; those waiting to be sent and those being sent as one,
+as the kept counts hold them).
 
 Deliveries, and the people who tapped the opening DM or got the link, are summed from the kept
 counts (`delivery_totals` in all, `delivery_counts`' 15-minute slices by day, see
@@ -60,9 +61,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Campaign, LegState
 from app.delivery_log.clicks import ButtonClicks, campaign_clicks
-from app.delivery_log.kept_counts import DELIVERIES, STATE_COLUMNS
+from app.delivery_log.kept_counts import COLUMN_STATES, DELIVERIES, column_code
 from app.delivery_log.misses import VERDICTS
-from app.delivery_log.words import STATE_WORDS
+from app.delivery_log.words import STATE_WORDS, UNSETTLED_WORDS
 
 DAYS = 30
 # The campaign's verdicts on a comment on a post it watched, while live.
@@ -123,8 +124,8 @@ _DELIVERIES = text(
     + _DELIVERY_COUNTS
     + "".join(
         f", COALESCE(sum({column}) FILTER (WHERE NOT follow_on), 0) AS {column}"
-        for state, column in STATE_COLUMNS.items()
-        if state is not LegState.SENT
+        for column, states in COLUMN_STATES.items()
+        if states != (LegState.SENT,)
     )
     + """
 FROM delivery_totals
@@ -331,14 +332,19 @@ async def campaign_funnel(
         ],
         not_sent=sorted(
             (
-                MissCount(STATE_WORDS.get(state, state.value), n, state.value)
-                for state, column in STATE_COLUMNS.items()
-                if state is not LegState.SENT and (n := int(getattr(total, column)))
+                MissCount(_state_words(states), n, column_code(column))
+                for column, states in COLUMN_STATES.items()
+                if states != (LegState.SENT,) and (n := int(getattr(total, column)))
             ),
             key=lambda miss: -miss.count,
         ),
         with_dm_triggers=bool(campaign.dm_trigger_enabled or totals.get("dm_triggers")),
     )
+
+
+def _state_words(states: tuple[LegState, ...]) -> str:
+    """The words for a kept count's states: a state's own, or PENDING and IN_FLIGHT as one."""
+    return STATE_WORDS[states[0]] if len(states) == 1 else UNSETTLED_WORDS
 
 
 def _buttons(buttons: Sequence[ButtonClicks], link_people: int) -> list[ButtonStep]:

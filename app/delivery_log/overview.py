@@ -29,7 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.cards import AccountCard, list_accounts
 from app.db.models import EventLevel, IdempotencyHitKind, LegState, OperationalEvent
-from app.delivery_log.kept_counts import STATE_COLUMNS
+from app.delivery_log.kept_counts import COLUMN_STATES
 from app.operations.idempotency_hits import HitCount, hits_last_24h
 
 RECENT_EVENTS = 15
@@ -39,8 +39,7 @@ RECENT_EVENTS = 15
 _TODAY = text(
     "SELECT account_id, "  # noqa: S608 - column names from the LegState enum
     + ", ".join(
-        f"sum({column}) AS {column}"
-        for column in (*STATE_COLUMNS.values(), "proven", "proven_by_meta")
+        f"sum({column}) AS {column}" for column in (*COLUMN_STATES, "proven", "proven_by_meta")
     )
     + " FROM delivery_counts WHERE workspace_id = :workspace_id AND quarter >= :day"
     + " GROUP BY account_id"
@@ -136,10 +135,11 @@ async def load_overview(session: AsyncSession, workspace_id: int, day: datetime)
     rows = await session.execute(_TODAY, {"workspace_id": workspace_id, "day": day})
     for row in rows:
         counts = overview.per_account.setdefault(row.account_id, DayCounts())
-        for state, column in STATE_COLUMNS.items():
+        for column, states in COLUMN_STATES.items():
+            # A column's states are all of one kind here (PENDING and IN_FLIGHT: waiting).
             count = int(getattr(row, column))
-            counts.add(state, count)
-            overview.totals.add(state, count)
+            counts.add(states[0], count)
+            overview.totals.add(states[0], count)
         overview.duplicates.same_person += int(row.skipped_dedup)
         overview.duplicates.proven_delivered += int(row.proven)
         overview.duplicates.confirmed_by_meta += int(row.proven_by_meta)

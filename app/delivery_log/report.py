@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.models import Campaign, InstagramAccount, LegState
 from app.delivery_log.charts import Span, Timeline, timeline
 from app.delivery_log.funnel import Funnel, campaign_funnel
+from app.delivery_log.kept_counts import UNSETTLED, column_code
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +43,7 @@ def _not_sent(funnel: Funnel, wanted: set[str]) -> int:
 
 
 _SKIPPED = {state.value for state in LegState if state.is_skip}
-_WAITING = {LegState.PENDING.value, LegState.IN_FLIGHT.value}
+_WAITING = {column_code(UNSETTLED)}
 
 
 async def load_report(

@@ -22,6 +22,8 @@ STATE_WORDS: dict[LegState, str] = {
     LegState.SKIPPED_ACCOUNT_PAUSED: "Skipped: account paused",
     LegState.SKIPPED_CAMPAIGN_INACTIVE: "Skipped: campaign not active",
 }
+# PENDING and IN_FLIGHT as one number, as the kept counts hold them (a campaign's misses).
+UNSETTLED_WORDS = "Waiting or being sent"
 # What a skipped state means, as the rest of a sentence ("Not sent: …").
 SKIP_REASONS: dict[LegState, str] = {
     LegState.SKIPPED_DEDUP: "this person already got this campaign's message",

@@ -295,7 +295,9 @@ async def test_a_plain_campaign_shows_no_tap_or_gate_step(
         ("sent", 1, 50.0),
         ("clicked", 1, 100.0),
     ]
-    assert [(m.code, m.count) for m in funnel.not_sent] == [("PENDING", 1)]
+    assert [(m.code, m.words, m.count) for m in funnel.not_sent] == [
+        ("UNSETTLED", "Waiting or being sent", 1)
+    ]
 
 
 async def test_the_campaign_page_shows_the_funnel(resources: Resources, owner: Creator) -> None:

@@ -1,6 +1,7 @@
 """The delivery counts kept by the trigger on `dm_logs` agree with a recount of the rows
 through inserts, state changes, a campaign's, an account's and a workspace's deletion, and
-under concurrent writers on one campaign (no deadlock, nothing lost). The delivery tests
+under concurrent writers on one campaign (no deadlock, nothing lost); a claim (PENDING to
+IN_FLIGHT) moves none of them and runs no counting statement. The delivery tests
 (tests/integration/delivery) run the same oracle after every test, over the real send,
 retry, reconcile, skip and manual-retry paths."""
 
@@ -12,8 +13,11 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
+from psycopg.errors import LockNotAvailable
 from sqlalchemy import delete, func, select, text, update
+from sqlalchemy.exc import DBAPIError
 
+from app.db.engine import autocommit
 from app.db.models import (
     Campaign,
     DeliveryCount,
@@ -24,6 +28,9 @@ from app.db.models import (
     TriggerKind,
     Workspace,
 )
+from app.delivery.send import claims
+from app.delivery.send.legs import Claim
+from app.delivery.send.quota import usage_month
 from app.resources import Resources
 from app.settings import Settings
 from tests.support.dashboard import add_account
@@ -44,21 +51,22 @@ async def owner(settings: Settings, resources: Resources) -> AsyncIterator[Creat
 
 
 async def kept(resources: Resources, **where: object) -> dict[str, int]:
-    """Sums of the kept counts (sent, failed, pending, link DMs, people) over `where`."""
+    """Sums of the kept counts (sent, failed, waiting or being sent, link DMs, people) over
+    `where`."""
     async with resources.sessionmaker() as session:
         row = (
             await session.execute(
                 select(
                     func.coalesce(func.sum(DeliveryCount.sent), 0),
                     func.coalesce(func.sum(DeliveryCount.failed), 0),
-                    func.coalesce(func.sum(DeliveryCount.pending), 0),
+                    func.coalesce(func.sum(DeliveryCount.unsettled), 0),
                     func.coalesce(func.sum(DeliveryCount.link_sent), 0),
                     func.coalesce(func.sum(DeliveryCount.passed_people), 0),
                 ).filter_by(**where)
             )
         ).one()
     return dict(
-        zip(("sent", "failed", "pending", "link_sent", "passed"), map(int, row), strict=True)
+        zip(("sent", "failed", "unsettled", "link_sent", "passed"), map(int, row), strict=True)
     )
 
 
@@ -78,7 +86,7 @@ async def test_counts_follow_every_change_of_the_rows(resources: Resources, owne
         ],
     )
     assert await kept(resources, campaign_id=owner.campaign_id) == {
-        "sent": 0, "failed": 0, "pending": 7, "link_sent": 0, "passed": 0,
+        "sent": 0, "failed": 0, "unsettled": 7, "link_sent": 0, "passed": 0,
     }  # fmt: skip
     async with resources.sessionmaker() as session, session.begin():
         # Claimed, then sent as link DMs (two rows in one statement), one refused.
@@ -104,7 +112,7 @@ async def test_counts_follow_every_change_of_the_rows(resources: Resources, owne
             {"id": ids[4]},
         )
     assert await kept(resources, campaign_id=owner.campaign_id) == {
-        "sent": 4, "failed": 1, "pending": 2, "link_sent": 3, "passed": 3,
+        "sent": 4, "failed": 1, "unsettled": 2, "link_sent": 3, "passed": 3,
     }  # fmt: skip
     assert await kept_count_differences(resources.engine) == []
 
@@ -221,5 +229,54 @@ async def test_concurrent_writers_on_one_campaign_lose_nothing(
         )
     assert sent == 240
     both = await kept(resources, workspace_id=owner.workspace_id)
-    assert both == {"sent": 240, "failed": 40, "pending": 0, "link_sent": 240, "passed": 240}
+    assert both == {"sent": 240, "failed": 40, "unsettled": 0, "link_sent": 240, "passed": 240}
     assert await kept_count_differences(resources.engine) == []
+
+
+# Every table the counting statement writes: while another transaction holds them, a statement
+# that runs it waits (here: fails at once, by its lock timeout).
+_KEPT_TABLES = "delivery_counts, delivery_totals, delivery_workspace_quarters, funnel_people"
+
+
+async def test_a_claim_runs_no_counting_statement(resources: Resources, owner: Creator) -> None:
+    """PENDING and IN_FLIGHT are counted as one, so the trigger returns before its counting
+    statement on a claim (which also writes the message's kind, the follow gate's evidence and a
+    claim's stamps): the real
+    claim goes through while the kept tables are locked, and the outcome, which moves a count,
+    is stopped by the same lock."""
+    [row] = await add_logs(resources, [log_values(owner, state=LegState.PENDING)])
+    async with resources.engine.connect() as locker, autocommit(resources.engine) as conn:
+        await locker.execute(text(f"LOCK TABLE {_KEPT_TABLES} IN ACCESS EXCLUSIVE MODE"))
+        await conn.execute(text("SET lock_timeout = '100ms'"))
+        try:
+            claim = await claims.claim_private_reply(
+                conn,
+                dm_log_id=row,
+                worker_id="w1",
+                request_kind="text",
+                message_text="Hi jane.doe!",
+                month=usage_month(),
+                evidence={"follow_gate": {"follows": True, "sent": "reveal"}},
+            )
+            assert isinstance(claim, Claim)
+            assert claim.won
+            with pytest.raises(DBAPIError) as stopped:
+                await conn.execute(
+                    update(DmLog).where(DmLog.id == row).values(pr_state=LegState.SENT)
+                )
+            assert isinstance(stopped.value.orig, LockNotAvailable)
+        finally:
+            await conn.execute(text("RESET lock_timeout"))
+            await locker.rollback()
+    assert (await log_state(resources, row)) is LegState.IN_FLIGHT
+    assert await kept(resources, campaign_id=owner.campaign_id) == {
+        "sent": 0, "failed": 0, "unsettled": 1, "link_sent": 0, "passed": 0,
+    }  # fmt: skip
+    assert await kept_count_differences(resources.engine) == []
+
+
+async def log_state(resources: Resources, dm_log_id: int) -> LegState:
+    async with resources.sessionmaker() as session:
+        state = await session.scalar(select(DmLog.pr_state).where(DmLog.id == dm_log_id))
+    assert state is not None
+    return state

@@ -9,16 +9,28 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.models import LegState
+from app.delivery_log.kept_counts import COLUMN_STATES
 
-_STATES = [state.value for state in LegState]
-_COLUMNS = [state.lower() for state in _STATES] + [
+_STATE_NAMES = list(COLUMN_STATES)
+_COLUMNS = [
+    *_STATE_NAMES,
     "dm_triggers",
     "link_sent",
     "proven",
     "proven_by_meta",
 ]
 _KEY = "workspace_id, campaign_id, quarter, account_id, follow_on"
-_BY_STATE = ", ".join(f"count(*) FILTER (WHERE pr_state = '{s}') AS n_{s.lower()}" for s in _STATES)
+
+
+def _in(states: tuple[LegState, ...]) -> str:
+    return ", ".join(f"'{state.value}'" for state in states)
+
+
+# Each state column counts the rows in any of its states (PENDING and IN_FLIGHT share one).
+_BY_STATE = ", ".join(
+    f"count(*) FILTER (WHERE pr_state IN ({_in(states)})) AS n_{column}"
+    for column, states in COLUMN_STATES.items()
+)
 _RECOUNT = text(
     f"""
 SELECT {_KEY}, {", ".join(f"n_{c}" for c in _COLUMNS)} FROM (
@@ -36,7 +48,6 @@ SELECT {_KEY}, {", ".join(f"n_{c}" for c in _COLUMNS)} FROM (
 ) raw
 """  # noqa: S608 - composed from the LegState enum's names
 )
-_STATE_NAMES = [state.lower() for state in _STATES]
 
 
 def _kept(table: str, key: str, columns: list[str]) -> Any:

@@ -1,15 +1,16 @@
 """Delivery counts kept as `dm_logs` changes, so reports sum a few rows instead of counting
 deliveries, and the funnel's people who tapped the opening DM or got the link, once each.
 
-A statement-level trigger on `dm_logs` keeps them (migrations 0023, 0026 and 0029;
+A statement-level trigger on `dm_logs` keeps them (migrations 0023, 0026, 0029 and 0037;
 `docs/architecture.md`, "Kept delivery counts"): whichever module inserts, updates or deletes
 deliveries, their counts move in the same statement, so no write path can forget them.
 
 `DeliveryCount` is one row per (workspace, campaign, account, 15-minute UTC slice, follow-on or
-not) with a column per private-reply state and a few more the pages need; `DeliveryTotal` the
-same without the slice, `DeliveryWorkspaceQuarter` the states per workspace and slice. Fifteen
-minutes, because every time zone's hours and days start on a quarter hour (India's at :30 UTC,
-Nepal's at :15): an hour or a day in any zone is a whole number of slices.
+not) with a column per private-reply state (PENDING and IN_FLIGHT share one) and a few more
+the pages need; `DeliveryTotal` the same without the slice, `DeliveryWorkspaceQuarter` the
+states per workspace and slice. Fifteen minutes, because every time zone's hours and days
+start on a quarter hour (India's at :30 UTC, Nepal's at :15): an hour or a day in any zone is
+a whole number of slices.
 """
 
 from __future__ import annotations
@@ -42,10 +43,11 @@ def _stripe() -> Mapped[int]:
 
 
 class _StateCounts:
-    """Deliveries by their private reply's state now."""
+    """Deliveries by their private reply's state now (`app.delivery_log.kept_counts`)."""
 
-    pending: Mapped[int] = _count()
-    in_flight: Mapped[int] = _count()
+    # PENDING or IN_FLIGHT: waiting to be sent or being sent. One column, so that a claim
+    # (PENDING to IN_FLIGHT) moves no count and runs no counting statement (migration 0037).
+    unsettled: Mapped[int] = _count()
     sent: Mapped[int] = _count()
     failed: Mapped[int] = _count()
     unconfirmed: Mapped[int] = _count()
