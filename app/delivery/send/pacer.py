@@ -24,7 +24,9 @@ account is in flight (granted or sending, unanswered; `HourlyBudget.grantable`),
 account's sends go out in deadline order to within one batch. The job whose send ends a
 batch runs the pacer for the next one itself (`batch_settled`); the pacer also looks again
 every `IN_FLIGHT_LOOK_S` while a batch is in flight. One run of an account's pacer at a time
-(`_Turn`): a run asked for meanwhile makes the one under way run again.
+(`_Turn`): a run asked for meanwhile makes the one under way run again. A run holds its turn
+on a lease it renews (`TURN_LEASE_S`), so a worker that dies mid-run holds the account's
+pacer back one lease at most: the run that found the turn taken looks again when it lapses.
 
 It follows the account's pace (`throttle`): slowed, it hands out a share of the usual rate;
 paused by a rate limit, nothing until the time Meta stated (the budget refuses every slot
@@ -47,6 +49,8 @@ lost (Redis restarted) is granted again after `GRANT_TTL_S`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -276,12 +280,19 @@ async def pace_account(resources: Resources, account_id: int) -> PaceReport:
     turn = _Turn(resources.redis, account_id)
     report = PaceReport(note="another run of this account's pacer is under way")
     for _ in range(_MOST_TURNS):
-        if not await turn.take():
-            # The run under way runs once more when it ends.
+        lapses_in_s = await turn.take()
+        if lapses_in_s is not None:
+            # The run under way runs once more when it ends; should its worker have died
+            # holding the turn, a run once its lease lapses takes over.
+            await kick_pacer(resources.queue, [account_id], at=time.time() + lapses_in_s)
             return report
+        keeper = asyncio.create_task(turn.keep())
         try:
             report = await _pace(resources, account_id)
         finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
             again = await turn.end()
         if not again:
             break
@@ -293,15 +304,27 @@ async def pace_account(resources: Resources, account_id: int) -> PaceReport:
 _MOST_TURNS = 3
 _TURN_KEY = "oncereply:pacer-turn:{account_id}"
 _AGAIN_KEY = "oncereply:pacer-again:{account_id}"
-# A run holds its turn no longer than its job may take; a worker that died holding it
-# delays the account's pacer at most that long.
-_TURN_TTL_MS = 60_000
-# KEYS[1] the turn, KEYS[2] the "again" mark; ARGV[1] this run's token, ARGV[2] ms. 1: this
-# run's turn; 0: another run's, which is asked to run again when it ends.
+# A run holds its turn on a lease it renews while it runs, so a worker that dies holding it
+# (SIGKILL, a lost host) stalls the account's pacer one lease at most, however long a live run
+# takes. A run delayed past its lease (its process stalled that long) may overlap the next:
+# that costs order within a batch, never a slot (the rows are locked, the slots scripted).
+TURN_LEASE_S = 6.0
+_TURN_RENEW_S = TURN_LEASE_S / 3
+# KEYS[1] the turn, KEYS[2] the "again" mark; ARGV[1] this run's token, ARGV[2] the lease in
+# ms. {1, 0}: this run's turn; {0, ms until the holder's lease lapses}: another run's, which
+# is asked to run again when it ends.
 _TAKE_TURN = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, 0} end
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
-return 0
+return {0, redis.call('PTTL', KEYS[1])}
+"""
+# The run under way renews its lease (and the mark asking it to run again); 0 when the turn is
+# no longer its own.
+_KEEP_TURN = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return 1
 """
 # 1 when another run was asked for meanwhile (this one runs again).
 _END_TURN = """
@@ -314,7 +337,7 @@ return 0
 class _Turn:
     """One account's pacer runs one at a time; a run asked for meanwhile is not lost: the run
     under way runs once more (one script to take the turn or leave that mark, one to give it
-    back and read the mark)."""
+    back and read the mark; a run longer than `_TURN_RENEW_S` renews its lease)."""
 
     def __init__(self, redis: Redis, account_id: int) -> None:
         self._redis = redis
@@ -323,10 +346,25 @@ class _Turn:
             _AGAIN_KEY.format(account_id=account_id),
         ]
         self._token = uuid.uuid4().hex
+        self._lease_ms = int(TURN_LEASE_S * 1000)
 
-    async def take(self) -> bool:
+    async def take(self) -> float | None:
+        """None: this run's turn; else seconds until the holder's lease lapses."""
         script = self._redis.register_script(_TAKE_TURN)
-        return int(await script(keys=self._keys, args=[self._token, _TURN_TTL_MS])) == 1
+        taken, lapses_ms = await script(keys=self._keys, args=[self._token, self._lease_ms])
+        return None if int(taken) == 1 else max(0, int(lapses_ms)) / 1000.0
+
+    async def keep(self) -> None:
+        """Renew the lease while the run goes on (cancelled when it ends)."""
+        script = self._redis.register_script(_KEEP_TURN)
+        try:
+            while True:
+                await asyncio.sleep(_TURN_RENEW_S)
+                if not int(await script(keys=self._keys, args=[self._token, self._lease_ms])):
+                    # Lapsed while this process stalled: another run may be under way.
+                    return
+        except (RedisError, OSError):
+            logger.warning("could not renew the pacer's turn %s", self._keys[0])
 
     async def end(self) -> bool:
         script = self._redis.register_script(_END_TURN)

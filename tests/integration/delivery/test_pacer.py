@@ -19,10 +19,17 @@ from app.delivery.recovery import sweeps
 from app.delivery.send.budget import GRANT_TTL_S, HourlyBudget, Slot, batch_size, grant_stamp
 from app.delivery.send.budget_history import account_budget
 from app.delivery.send.dispatch import deliver
-from app.delivery.send.pacer import MISSED_REASON, WAITING_REASON, pace_account
+from app.delivery.send.pacer import (
+    _TURN_KEY,
+    MISSED_REASON,
+    TURN_LEASE_S,
+    WAITING_REASON,
+    pace_account,
+)
 from app.delivery.send.scheduling import enqueue_delivery, kick_pacer
 from app.resources import Resources
 from tests.integration.delivery.conftest import World
+from tests.integration.delivery.pacing import run_pacer_until
 from tests.support import infra
 from tests.support.processes import start_worker
 from tests.support.webhooks import pending_keys, queued_keys
@@ -400,3 +407,77 @@ async def test_rebuilt_budget_counts_only_what_meta_may_have_counted(world: Worl
     # Only the delivered reply holds a slot once the budget is rebuilt.
     assert await HourlyBudget(resources.redis, limit=10).used(world.account_id) == 0
     assert (await account_budget(resources).free(world.account_id)).free == 9
+
+
+async def test_a_worker_killed_mid_run_holds_the_pacer_back_one_lease_at_most(
+    world: World, delivery_env: dict[str, str], artifacts_dir: Path
+) -> None:
+    """A pacer run holds its account's turn on a lease it renews: a live run slower than the
+    lease keeps its turn (no second run overlaps it), and a worker SIGKILLed mid-run leaves a
+    turn that lapses within one lease; the run that found it taken meanwhile looked again at
+    the lapse, which grants the backlog without anyone else kicking the pacer."""
+    resources = world.resources
+    redis = resources.redis
+    fans = [await world.new_fan(f"turn.fan{n}") for n in range(4)]
+    rows = [await world.comment(fan) for fan in fans]
+    await world.execute("UPDATE instagram_accounts SET pr_backlog_since = now()")
+    turn_key = _TURN_KEY.format(account_id=world.account_id)
+    worker = start_worker(delivery_env, artifacts_dir, "turn-worker")
+    try:
+
+        async def beating() -> bool:
+            assert worker.running, worker.output()[-3000:]
+            return bool([k async for k in redis.scan_iter("oncereply:worker:heartbeat:*")])
+
+        await _until(beating, what="the worker's heartbeat")
+        async with resources.engine.connect() as blocker:
+            # The worker's run of the pacer waits for the accounts table, holding its turn.
+            await blocker.execute(text("LOCK TABLE instagram_accounts IN ACCESS EXCLUSIVE MODE"))
+            await kick_pacer(resources.queue, [world.account_id])
+
+            async def turn_taken() -> bool:
+                assert worker.running, worker.output()[-3000:]
+                return bool(await redis.exists(turn_key))
+
+            await _until(turn_taken, what="the worker's pacer run to take the turn")
+            holder = await redis.get(turn_key)
+            # Longer than a lease: the live run has renewed it.
+            await asyncio.sleep(TURN_LEASE_S + 2)
+            assert await redis.get(turn_key) == holder, "a live run lost its turn"
+            waited = await pace_account(resources, world.account_id)
+            assert (waited.granted, waited.note) == (
+                0,
+                "another run of this account's pacer is under way",
+            )
+            worker.kill()  # SIGKILL mid-run: the turn is never given back
+            await blocker.rollback()
+    finally:
+        worker.kill()
+    assert await redis.get(turn_key) == holder
+    assert 0 < await redis.pttl(turn_key) <= TURN_LEASE_S * 1000
+    # Kicked meanwhile (the relay, a batch's end): the run finds the dead run's turn, and looks
+    # again once it lapses.
+    contended = await pace_account(resources, world.account_id)
+    assert contended.granted == 0
+    looks = [
+        int(k.rpartition(":")[2])
+        for k in await pending_keys(resources)
+        if k.startswith(f"pace:{world.account_id}:") and k.rpartition(":")[2].isdigit()
+    ]
+    assert looks, "no look scheduled at the lapse of the dead run's turn"
+    assert min(looks) <= time.time() + TURN_LEASE_S + 1
+
+    async def all_sent() -> bool:
+        return all([(await world.log(r.id)).pr_state is LegState.SENT for r in rows])
+
+    await run_pacer_until(resources, all_sent)
+    for row in rows:
+        assert world.stats(row.trigger_id)["send_requests"] == 1
+
+
+async def _until(check: Callable[[], Awaitable[bool]], *, what: str, within_s: float = 90) -> None:
+    deadline = time.monotonic() + within_s
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up after {within_s:g} s waiting for {what}")
+        await asyncio.sleep(0.1)
