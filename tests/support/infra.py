@@ -4,10 +4,16 @@ Each pytest run gets its own database (a clone of a template that Alembic migrat
 these migration files, dropped at the end) and its own Redis database number (reserved with
 an expiring lock in Redis db 0), so several runs — CI, a developer, a helper — can share one
 machine without seeing each other's rows, queues or heartbeats.
+
+Templates of other migration files (another branch, an older schema) would pile up: each run
+drops those no run has cloned for `TEMPLATE_KEEP_S`, never one a run is copying from (a run
+holds a shared advisory lock on its template's name while it looks it up and copies it; the
+drop needs that lock alone, and gives up on a template still in use).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
@@ -52,24 +58,36 @@ class TestDatabase:
     def migrate(self) -> None:
         """Bring this just-created, empty database to head: it becomes a clone of the template
         holding this checkout's migrations (built once by Alembic, then copied in a fraction
-        of a second instead of re-running every migration in each run and bench)."""
+        of a second instead of re-running every migration in each run and bench). Then drop
+        the templates of other migration files that no run has used for a while."""
         with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(self.name)))
-            # A template dropped by hand (README) between its look-up and the clone is built
-            # again once, rather than failing the run.
-            for last in (False, True):
-                template = migrated_template()
-                try:
-                    conn.execute(
-                        sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-                            sql.Identifier(self.name), sql.Identifier(template)
-                        )
+            template = template_name()
+            # Held while the template is looked up and copied: no run drops it meanwhile.
+            conn.execute("SELECT pg_advisory_lock_shared(%s)", (template_lock(template),))
+            try:
+                self._clone(conn)
+                _mark_used(conn, template)
+            finally:
+                conn.execute("SELECT pg_advisory_unlock_shared(%s)", (template_lock(template),))
+            drop_stale_templates(conn, keep=template)
+
+    def _clone(self, conn: psycopg.Connection[TupleRow]) -> None:
+        # A template dropped by hand (README) between its look-up and the clone is built
+        # again once, rather than failing the run.
+        for last in (False, True):
+            template = migrated_template()
+            try:
+                conn.execute(
+                    sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                        sql.Identifier(self.name), sql.Identifier(template)
                     )
-                except psycopg.errors.InvalidCatalogName:
-                    if last:
-                        raise
-                else:
-                    return
+                )
+            except psycopg.errors.InvalidCatalogName:
+                if last:
+                    raise
+            else:
+                return
 
     def drop(self) -> None:
         with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
@@ -101,6 +119,81 @@ def _migrations_digest() -> str:
     return digest.hexdigest()[:16]
 
 
+_TEMPLATE_PREFIX = "oncereply_template_"
+# A template no run has cloned for this long belongs to migration files no longer in use here
+# (a branch left, a schema changed): dropped by the next run of other migration files.
+TEMPLATE_KEEP_S = 24 * 3600
+_USED_NOTE = "oncereply test template, last cloned at "
+
+
+def template_name() -> str:
+    """The template database of this checkout's migration files."""
+    return f"{_TEMPLATE_PREFIX}{_migrations_digest()}"
+
+
+def template_lock(name: str) -> int:
+    """The advisory lock key of a template (a signed 64-bit number from its name)."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+
+
+def _mark_used(conn: psycopg.Connection[TupleRow], name: str) -> None:
+    """Note on the template when a run last cloned it (a database comment: PostgreSQL keeps
+    no such time itself)."""
+    # Dropped meanwhile: nothing to note.
+    with contextlib.suppress(psycopg.errors.InvalidCatalogName):
+        conn.execute(
+            sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+                sql.Identifier(name), sql.Literal(f"{_USED_NOTE}{int(time.time())}")
+            )
+        )
+
+
+def drop_stale_templates(conn: psycopg.Connection[TupleRow], *, keep: str) -> list[str]:
+    """Drop the finished templates other than `keep` that no run has cloned for
+    `TEMPLATE_KEEP_S` and none is copying from now; the names dropped. A template with no note
+    of its last use (made before runs noted it) is noted as used now, so it is kept that long
+    from here."""
+    found = conn.execute(
+        "SELECT datname, shobj_description(oid, 'pg_database') FROM pg_database "
+        "WHERE starts_with(datname, %s) AND datname NOT LIKE %s AND datname <> %s",
+        (_TEMPLATE_PREFIX, r"%\_build\_%", keep),
+    ).fetchall()
+    dropped = []
+    for name, note in found:
+        used_at = _last_used(note)
+        if used_at is None:
+            _mark_used(conn, name)
+            continue
+        if used_at > time.time() - TEMPLATE_KEEP_S:
+            continue
+        lock = template_lock(name)
+        # Taken only when no run holds it shared: none is looking it up or copying it.
+        taken = conn.execute("SELECT pg_try_advisory_lock(%s)", (lock,)).fetchone()
+        if taken is None or not taken[0]:
+            continue
+        try:
+            # A run of code older than this lock may still be copying it: give up rather
+            # than wait, and never force its sessions out.
+            conn.execute("SET lock_timeout = '2s'")
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+            dropped.append(name)
+        except (psycopg.errors.ObjectInUse, psycopg.errors.LockNotAvailable):
+            pass
+        finally:
+            conn.execute("RESET lock_timeout")
+            conn.execute("SELECT pg_advisory_unlock(%s)", (lock,))
+    return dropped
+
+
+def _last_used(note: str | None) -> float | None:
+    if not note or not note.startswith(_USED_NOTE):
+        return None
+    try:
+        return float(note.removeprefix(_USED_NOTE))
+    except ValueError:
+        return None
+
+
 def migrated_template() -> str:
     """The name of a database at head for these exact migration files, built when absent.
 
@@ -108,7 +201,7 @@ def migrated_template() -> str:
     never clone a half-migrated template: when two build at once, one rename wins and the
     other drops its copy. A changed migration file means a new name, never a stale schema.
     """
-    name = f"oncereply_template_{_migrations_digest()}"
+    name = template_name()
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
             return name
