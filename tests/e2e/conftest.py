@@ -42,7 +42,6 @@ from tests.support.processes import (
     free_port,
     start_web,
     start_worker,
-    wait_until,
     worker_beating,
 )
 from tests.support.sandbox_process import SandboxProcess, start_sandbox
@@ -214,14 +213,10 @@ def connected(signed_in: SignedIn, sandbox: SandboxProcess) -> Connected:
 def worker(web_env: dict[str, str], web_port: int, artifacts_dir: Path) -> Iterator[Service]:
     """A worker process delivering for this test; stopped (SIGTERM, drained) after it."""
     service = start_worker(web_env, artifacts_dir)
-
-    def beating() -> bool:
-        if not service.running:
-            raise RuntimeError(f"worker exited early:\n{service.output()}")
-        return worker_beating(web_port)
-
     try:
-        wait_until(beating, timeout=60, interval=0.25, what="the worker's first heartbeat")
+        service.wait_until_ready(
+            lambda: worker_beating(web_port), interval=0.25, what="the worker's first heartbeat"
+        )
         yield service
     finally:
         service.stop()

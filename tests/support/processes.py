@@ -15,6 +15,10 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
+# A process still starting that has used no CPU for this long is stuck, not slow; one still
+# not ready after the second bound never will be.
+START_STALL_S = 60.0
+START_LIMIT_S = 600.0
 
 
 def free_port() -> int:
@@ -46,6 +50,12 @@ def wait_until(
             return
         time.sleep(interval)
     raise TimeoutError(f"gave up after {timeout:g} s waiting for {what}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) process `pid` has used so far, from /proc/<pid>/stat."""
+    after_name = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(after_name[11]) + int(after_name[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -99,6 +109,37 @@ class Service:
     def output(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    def wait_until_ready(
+        self, ready: Callable[[], bool], *, what: str, interval: float = 0.1
+    ) -> None:
+        """Until `ready()`, while the process is starting. On a loaded machine a start (imports,
+        the first run's bytecode) takes as long as the CPU the process gets, so this waits on
+        its progress, not on a guessed time: it gives up when the process exits, when it has
+        used no CPU for START_STALL_S, or after START_LIMIT_S in all."""
+        assert self.process is not None, "start() first"
+        began = last_progress = time.monotonic()
+        used = -1.0
+        while True:
+            if not self.running:
+                raise RuntimeError(f"{self.name} exited before {what}:\n{self.output()}")
+            if ready():
+                return
+            now = time.monotonic()
+            try:
+                cpu = cpu_seconds(self.process.pid)
+            except OSError:  # it has just exited: the next round says so
+                cpu = used
+            if cpu != used:
+                used, last_progress = cpu, now
+            elif now - last_progress > START_STALL_S:
+                raise TimeoutError(
+                    f"gave up waiting for {what}: {self.name} has used no CPU for "
+                    f"{START_STALL_S:g} s\n{self.output()[-4000:]}"
+                )
+            if now - began > START_LIMIT_S:
+                raise TimeoutError(f"gave up after {START_LIMIT_S:g} s waiting for {what}")
+            time.sleep(interval)
+
 
 def start_web(env: dict[str, str], port: int, log_dir: Path) -> Service:
     service = Service(
@@ -107,15 +148,17 @@ def start_web(env: dict[str, str], port: int, log_dir: Path) -> Service:
     url = f"http://127.0.0.1:{port}/health"
 
     def answering() -> bool:
-        if not service.running:
-            raise RuntimeError(f"web exited early:\n{service.output()}")
         try:
             httpx.get(url, timeout=2)
         except httpx.TransportError:
             return False
         return True
 
-    wait_until(answering, timeout=60, what="the web process to answer /health")
+    try:
+        service.wait_until_ready(answering, what="the web process to answer /health")
+    except BaseException:
+        service.stop()
+        raise
     return service
 
 

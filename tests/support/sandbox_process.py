@@ -87,7 +87,6 @@ def start_sandbox(
     port: int | None = None,
     *,
     log_dir: Path = DEFAULT_LOG_DIR,
-    timeout: float = 30.0,
 ) -> SandboxProcess:
     """Launch ``python -m sandbox`` and return once it answers ``/_admin/health``."""
     port = port or free_port()
@@ -98,15 +97,13 @@ def start_sandbox(
     started = SandboxProcess(port=port, service=service)
 
     def healthy() -> bool:
-        if not started.running:
-            raise RuntimeError(f"the sandbox exited early:\n{started.output()}")
         try:
             return httpx.get(f"{started.base_url}/_admin/health", timeout=2).status_code == 200
         except httpx.TransportError:
             return False
 
     try:
-        wait_until(healthy, timeout=timeout, interval=0.05, what="the sandbox's /_admin/health")
+        service.wait_until_ready(healthy, interval=0.05, what="the sandbox's /_admin/health")
     except BaseException:
         started.stop()
         raise
