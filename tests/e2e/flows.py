@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from tests.support.dashboard import PASSWORD
 
@@ -31,6 +31,21 @@ class Connected:
     page: Page
     account_id: int
     username: str
+
+
+def arrived(page: Page, url: str | re.Pattern[str]) -> None:
+    """After a click that opens another page: its address, then its load event. htmx wires the
+    new page's hx-* elements once the document is parsed; a click on one before that is the
+    browser's own (a plain form post, or nothing for a button), not htmx's."""
+    expect(page).to_have_url(url)
+    page.wait_for_load_state()
+
+
+def wired(swapped_in: Locator) -> None:
+    """Until htmx has processed an element it swapped in: it marks new content htmx-added (and
+    htmx-settling) and wires its hx-* attributes when it takes the marks off, once the swap has
+    settled. Before that a click on it is the browser's own, not htmx's."""
+    expect(swapped_in).not_to_have_class(re.compile(r"\bhtmx-(added|settling)\b"))
 
 
 def sign_up(
@@ -111,7 +126,7 @@ def create_campaign(
         page.fill("#button_title_1", button[0])
         page.fill("#button_url_1", button[1])
     page.click("#save-activate" if activate else "#save-campaign")
-    expect(page).to_have_url(re.compile(r"/campaigns/\d+\?notice=created$"))
+    arrived(page, re.compile(r"/campaigns/\d+\?notice=created$"))
     match = re.search(r"/campaigns/(\d+)", page.url)
     assert match
     return int(match.group(1))

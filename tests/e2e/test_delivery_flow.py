@@ -22,7 +22,9 @@ from tests.support.log_data import wait_past_activation
 from tests.support.processes import Service, wait_until
 from tests.support.sandbox_process import SandboxProcess
 
-DELIVERED_WITHIN_MS = 20_000
+# What the worker does (a webhook to a sent DM) takes a second or two; a loaded two-core machine
+# can stretch that tenfold, and only a stuck pipeline should fail.
+DELIVERED_WITHIN_MS = 60_000
 QUEUE = "delivery"  # the default QUEUE_NAME, which the test processes keep
 
 
@@ -118,7 +120,7 @@ def test_a_fans_comment_turns_sent_in_the_open_log_and_one_dm_arrives(
     # duplicate (a redelivered webhook, a second job for the row) would have arrived by now.
     wait_until(
         lambda: not _work_left(test_env["REDIS_URL"], db_url),
-        timeout=30,
+        timeout=DELIVERED_WITHIN_MS / 1000,
         interval=0.5,
         what="the worker to finish every job but its crons",
     )

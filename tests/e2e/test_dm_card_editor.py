@@ -16,7 +16,9 @@ from tests.support.log_data import wait_past_activation
 from tests.support.processes import Service, wait_until
 from tests.support.sandbox_process import SandboxProcess
 
-WITHIN_MS = 30_000
+# What the worker does (a webhook to a sent DM) takes a second or two; a loaded two-core machine
+# can stretch that tenfold, and only a stuck pipeline should fail.
+WITHIN_MS = 60_000
 
 
 def _set_up_in_the_editor(page: Page, media: str, artifacts_dir: Path) -> None:
@@ -92,8 +94,9 @@ def test_a_card_from_the_editor_to_the_fans_inbox(
     expect(page.locator("#log-rows tr.log-row", has_text="Button")).to_have_count(
         2, timeout=WITHIN_MS
     )
+    # The worker records SENT after Instagram took the card; the open log shows it on a poll.
     tap = page.locator('#log-rows tr.log-row[data-state="SENT"]', has_text="Button")
-    expect(tap).to_have_count(1)
+    expect(tap).to_have_count(1, timeout=WITHIN_MS)
     tap.locator("a.log-open").click()
     expect(page.locator("#timeline")).to_contain_text("card")
     page.screenshot(path=str(artifacts_dir / "dm-card-timeline.png"), full_page=True)

@@ -13,15 +13,17 @@ from typing import Any
 import psycopg
 from playwright.sync_api import Browser, Page, expect
 
-from tests.e2e.flows import Connected, create_campaign, sign_out, sign_up
+from tests.e2e.flows import Connected, create_campaign, sign_out, sign_up, wired
 from tests.support.dashboard import LEMON_REEL
 from tests.support.log_data import wait_past_activation
 from tests.support.processes import Service
 from tests.support.sandbox_process import SandboxProcess
 
-WITHIN_MS = 20_000
+# What the worker does (a webhook to a sent DM) takes a second or two; a loaded two-core machine
+# can stretch that tenfold, and only a stuck pipeline should fail.
+WITHIN_MS = 60_000
 # The worker looks in the conversation 10 s after an ambiguous send; the timeline polls every 3 s.
-EVIDENCE_WITHIN_MS = 40_000
+EVIDENCE_WITHIN_MS = 60_000
 
 
 def _rows(db_url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -73,6 +75,7 @@ def test_a_double_clicked_retry_retries_once(
     expect(row.locator(".leg-pr")).to_contain_text("can't receive messages")
 
     [(log_id,)] = _rows(db_url, "SELECT id FROM dm_logs")
+    wired(row)  # the poll swapped the row in: its Retry is htmx's once the swap has settled
 
     # A double click as the server sees it: the same form, with the same one-time key, sent
     # twice before the first answer is back. htmx itself sends a second click only after the

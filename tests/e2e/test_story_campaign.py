@@ -15,7 +15,9 @@ from tests.support.log_data import wait_past_activation
 from tests.support.processes import Service, wait_until
 from tests.support.sandbox_process import SandboxProcess
 
-DELIVERED_WITHIN_MS = 30_000
+# What the worker does (a webhook to a sent DM) takes a second or two; a loaded two-core machine
+# can stretch that tenfold, and only a stuck pipeline should fail.
+DELIVERED_WITHIN_MS = 60_000
 STORY_CAPTION = "Reply LOAF for the recipe"
 RECIPE = "https://sunny.example/lemon"
 

@@ -11,7 +11,7 @@ import psycopg
 from playwright.sync_api import Browser, Page, expect
 
 from tests.e2e.conftest import CDN_PATTERN
-from tests.e2e.flows import Connected, create_campaign
+from tests.e2e.flows import Connected, arrived, create_campaign
 from tests.support.dashboard import PASSWORD
 
 HELPER = "helper@example.com"
@@ -26,6 +26,7 @@ def _invite_and_copy_the_link(owner: Page, base_url: str, email: str) -> str:
     """On the Team page: invite `email` as member, press Copy; returns the clipboard."""
     owner.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base_url)
     owner.click("nav >> text=Team")
+    arrived(owner, re.compile(r"/team$"))
     expect(owner.locator("h1")).to_have_text("Team")
     owner.fill("#invite-email", email)
     owner.select_option("#invite-role", "member")

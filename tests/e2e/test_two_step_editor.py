@@ -16,7 +16,9 @@ from tests.support.log_data import wait_past_activation
 from tests.support.processes import Service, wait_until
 from tests.support.sandbox_process import SandboxProcess
 
-WITHIN_MS = 30_000
+# What the worker does (a webhook to a sent DM) takes a second or two; a loaded two-core machine
+# can stretch that tenfold, and only a stuck pipeline should fail.
+WITHIN_MS = 60_000
 
 
 def _set_up_in_the_editor(page: Page, artifacts_dir: Path) -> None:
