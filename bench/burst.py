@@ -318,7 +318,9 @@ def run(
             ]
             peak = _RedisPeak(redis_db.url)
             try:
-                wait_until(lambda: worker_beating(web_port), timeout=120, what="a worker heartbeat")
+                workers[0].wait_until_ready(
+                    lambda: worker_beating(web_port), what="a worker heartbeat"
+                )
                 wait_until(
                     lambda: bool(admin.webhook().get("registered")),
                     timeout=60,

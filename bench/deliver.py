@@ -510,8 +510,8 @@ def webhook_to_send(rate: float, seconds: float) -> dict[str, Any]:
             web = start_web(app_env, web_port, LOG_DIR)
             worker = start_worker(app_env, LOG_DIR, name="latency-worker")
             try:
-                wait_until(
-                    lambda: worker_beating(web_port), timeout=60, what="the worker's heartbeat"
+                worker.wait_until_ready(
+                    lambda: worker_beating(web_port), what="the worker's heartbeat"
                 )
                 wait_until(
                     lambda: bool(admin.webhook().get("registered")),
