@@ -275,4 +275,5 @@ def wait_past_activation(database_url: str) -> None:
             ).fetchone()
         return bool(row and row[0])
 
-    wait_until(passed, timeout=5, interval=0.05, what="the activation's second to pass")
+    # About a second of the clock; the bound is for a loaded machine's slow connections.
+    wait_until(passed, timeout=30, interval=0.05, what="the activation's second to pass")

@@ -172,7 +172,11 @@ def health(port: int) -> tuple[int, dict[str, object]]:
 
 
 def worker_beating(port: int) -> bool:
-    """Whether the web process on `port` sees a live worker heartbeat."""
-    checks = health(port)[1].get("checks")
+    """Whether the web process on `port` sees a live worker heartbeat; not yet, while the web
+    is too busy to answer within health()'s bound (a loaded machine)."""
+    try:
+        checks = health(port)[1].get("checks")
+    except httpx.TimeoutException:
+        return False
     worker = checks.get("worker") if isinstance(checks, dict) else None
     return isinstance(worker, dict) and bool(worker.get("ok"))

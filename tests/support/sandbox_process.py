@@ -173,8 +173,9 @@ class WebhookReceiver:
         with self._lock:
             return list(self.received)
 
-    def wait_for(self, count: int, timeout: float = 10.0) -> list[ReceivedWebhook]:
-        """Wait (polling) until at least ``count`` POSTs have arrived; return them all."""
+    def wait_for(self, count: int, timeout: float = 60.0) -> list[ReceivedWebhook]:
+        """Wait (polling) until at least ``count`` POSTs have arrived; return them all. The
+        sandbox posts within milliseconds; the bound is for a loaded machine."""
         wait_until(
             lambda: len(self.posts()) >= count,
             timeout=timeout,

@@ -34,7 +34,7 @@ def sandbox_process(receiver: WebhookReceiver) -> Iterator[SandboxProcess]:
     with start_sandbox(env) as process:
         wait_until(
             lambda: bool(process.admin.webhook()["registered"]),
-            timeout=10,
+            timeout=60,  # milliseconds when idle; the bound is for a loaded machine
             what="the sandbox to verify its webhook callback",
         )
         yield process
