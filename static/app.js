@@ -76,3 +76,25 @@ for (const field of document.querySelectorAll("input[data-browser-zone]")) {
     field.value = "";
   }
 }
+
+// A form that comes back refused (htmx swaps it in with its fields marked) puts the caret in
+// the first field to fix, scrolled into view: the save button sits at the foot of a long form,
+// and the marks and the "Nothing was saved" line above it were out of sight. A field with no
+// control to type in yet (the post picker still loading) gets its message focused instead.
+document.addEventListener("htmx:afterSettle", (event) => {
+  const form = event.target;
+  if (!form.matches || !form.matches("form") || !form.isConnected) return;
+  const visible = (element) => element.getClientRects().length > 0;
+  const field = Array.from(form.querySelectorAll(".has-error")).find(visible);
+  if (!field) return;
+  const control = Array.from(
+    field.querySelectorAll("input:not([type=hidden]), select, textarea"),
+  ).find((element) => visible(element) && !element.disabled);
+  if (control) {
+    control.focus();
+    return;
+  }
+  const message = field.querySelector(".field-error") || field;
+  message.setAttribute("tabindex", "-1");
+  message.focus();
+});

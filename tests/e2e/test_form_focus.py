@@ -1,5 +1,6 @@
-"""A refused sign-up or sign-in puts the caret in the field to fix, keeps what was typed, and
-the keyboard alone finishes the job (type, Enter)."""
+"""A refused form puts the caret in the field to fix and keeps what was typed: sign-up and
+sign-in, where the keyboard alone then finishes the job (type, Enter), and the campaign
+editor, whose save button sits at the foot of a long form far below the fields it refused."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 
 from playwright.sync_api import Page, expect
 
-from tests.e2e.flows import sign_out
+from tests.e2e.flows import Connected, add_keyword, sign_out
 from tests.support.dashboard import PASSWORD
 
 
@@ -41,3 +42,26 @@ def test_a_refused_password_gets_the_caret_on_sign_up_and_on_sign_in(page: Page)
     page.keyboard.type(PASSWORD)
     page.keyboard.press("Enter")
     expect(page.locator("details.user-menu")).to_be_visible()
+
+
+def test_a_refused_campaign_save_brings_the_first_field_to_fix_into_view(
+    connected: Connected,
+) -> None:
+    page = connected.page
+    page.goto("/campaigns/new")
+    expect(page.locator(".media-item").first).to_be_visible()
+    page.fill("#name", "Half done")
+    page.locator(".media-item").first.click()
+    page.locator("#save-activate").focus()
+    page.keyboard.press("Enter")  # the keyboard at the foot of the form: no keyword, no DM
+
+    expect(page.locator("#editor-notice")).to_contain_text("Nothing was saved")
+    keywords = page.locator("#keywords_entry")
+    expect(keywords).to_be_focused()
+    expect(keywords).to_be_in_viewport()
+    expect(page.locator("#name")).to_have_value("Half done")
+
+    add_keyword(page, "RECIPE")
+    page.fill("#dm_text", "Hi {username}! Here is the recipe.")
+    page.click("#save-activate")
+    expect(page).to_have_url(re.compile(r"/campaigns/\d+\?notice=created$"))
