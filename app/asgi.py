@@ -30,7 +30,7 @@ from app.web.accounts import AccountsController
 from app.web.auth import AuthController
 from app.web.campaigns import campaigns_router
 from app.web.deps import close_request_session, provide_db_session, provide_resources
-from app.web.edge import forms_without_nul, path_ids_in_range
+from app.web.edge import addressable_host, forms_without_nul, path_ids_in_range
 from app.web.errors import http_exception_handler, internal_error_handler, login_redirect
 from app.web.health import HealthController
 from app.web.invite_link import InviteController
@@ -103,6 +103,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         },
         stores={SESSION_STORE: session_store(sessions_redis)},
         middleware=[
+            addressable_host,
             session_config(secure=settings.cookie_secure).middleware,
             close_request_session,
             path_ids_in_range,

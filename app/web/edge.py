@@ -1,5 +1,9 @@
-"""The edge of every route: path parameters and query strings checked against what the
-database can hold.
+"""The edge of every route: the Host header, path parameters and query strings checked
+against what the app and the database can read.
+
+`addressable_host` answers 400 for a Host header no URL can be built from (a port past 65535,
+a port that is not digits, a bracket left open): every page, every redirect and the error
+pages themselves read the request's URL, so such a request would fail wherever it got to.
 
 Litestar turns a `{name:int}` path segment into a Python int of any size; an id past
 PostgreSQL's `bigint` (or zero, or negative) would only fail inside the query, as a 500. A NUL
@@ -14,6 +18,7 @@ them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from urllib.parse import SplitResult
 
 from litestar.enums import ScopeType
 from litestar.exceptions import NotFoundException, ValidationException
@@ -26,6 +31,7 @@ from app.db.bounds import id_in_range
 MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 2048
 _FORM_TYPES = (b"application/x-www-form-urlencoded", b"multipart/form-data")
+BAD_HOST = "The address this request was sent to (its Host header) is not a valid web address."
 
 
 def _text_segment_ok(value: str) -> bool:
@@ -35,6 +41,23 @@ def _text_segment_ok(value: str) -> bool:
     return all(
         len(part.encode("utf-8", "surrogatepass")) <= MAX_NAME_BYTES for part in value.split("/")
     )
+
+
+def addressable_host(app: ASGIApp) -> ASGIApp:
+    """Middleware: 400 for a Host header whose port `request.url` cannot read."""
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        for name, value in scope.get("headers") or ():
+            if name == b"host":
+                try:
+                    # How Litestar's URL reads it (a SplitResult's port), for every page.
+                    SplitResult("", value.decode("latin-1"), "", "", "").port  # noqa: B018
+                except ValueError:
+                    raise ValidationException(BAD_HOST) from None
+                break
+        await app(scope, receive, send)
+
+    return middleware
 
 
 def path_ids_in_range(app: ASGIApp) -> ASGIApp:

@@ -35,6 +35,12 @@ _TITLES = {
 }
 
 
+def _path(request: Request[Any, Any, Any]) -> str:
+    """The request's path, read from the scope: `request.url` fails on a Host header no URL
+    can be built from, and these handlers answer that request too."""
+    return str(request.scope.get("root_path", "")) + request.scope["path"]
+
+
 def _wants_html(request: Request[Any, Any, Any]) -> bool:
     return "text/html" in request.headers.get("accept", "")
 
@@ -52,7 +58,7 @@ def _render(request: Request[Any, Any, Any], status: int, detail: str) -> Respon
 
 
 def http_exception_handler(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
-    if is_report_path(request.url.path) and exc.status_code < 500:
+    if is_report_path(_path(request)) and exc.status_code < 500:
         # A shared report's address in any shape: its own page, never the dashboard's.
         return report_not_found(exc.status_code, exc.headers)
     response = _render(request, exc.status_code, exc.detail)
@@ -63,9 +69,10 @@ def http_exception_handler(request: Request[Any, Any, Any], exc: HTTPException) 
 
 def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     # The details go to the log for the operator; the person sees a calm page.
-    logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    path = _path(request)
+    logger.exception("unhandled error on %s %s", request.method, path, exc_info=exc)
     response = _render(request, 500, "The error was logged. Please try again in a moment.")
-    if is_report_path(request.url.path):
+    if is_report_path(path):
         response.headers.update(REPORT_HEADERS)
     return response
 
@@ -78,7 +85,8 @@ def login_redirect(request: Request[Any, Any, Any], exc: LoginRequired) -> Respo
             status_code=401,
             media_type=MediaType.JSON,
         )
-    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    query = request.scope.get("query_string", b"").decode("latin-1")
+    here = _path(request) + (f"?{query}" if query else "")
     if partial is not None:
         # A partial is no page to come back to; return to the page it was part of.
         here = partial.htmx.current_url_abs_path or "/"

@@ -1,6 +1,7 @@
 """The route fuzzer's target: a real web process (its event loop in debug mode, so it logs
 every stall), a worker, the Instagram sandbox, real PostgreSQL and Redis, and three people:
-the workspace's owner, a member, and a stranger with no account.
+the workspace's owner, a member, and a stranger with no account. Beside their workspace, a
+neighbour's (`tests.support.fuzz_target.Neighbour`), with every kind of row a path names.
 
 Nothing here truncates between tests: the fuzzer's requests pile up on one seeded workspace,
 as they would on a running server.
@@ -17,19 +18,46 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.db.models import MissReason, Role
+from app.delivery_log.report_links import create_report_link
 from app.jobs.registry import JOB_OPTIONS
 from app.resources import Resources
 from app.settings import load_settings
+from app.workspaces.invites import InviteCreated, create_invite
 from app.workspaces.service import create_user_with_workspace
-from tests.support.dashboard import PASSWORD, add_account, csrf_token, sandbox_env, web_env_for
-from tests.support.fuzz_target import Target
-from tests.support.log_data import Creator, add_campaign, add_log, add_member
+from tests.support.dashboard import (
+    PASSWORD,
+    add_account,
+    csrf_token,
+    identity_of,
+    sandbox_env,
+    web_env_for,
+)
+from tests.support.fuzz_target import Neighbour, Target
+from tests.support.log_data import (
+    Creator,
+    add_campaign,
+    add_comment,
+    add_log,
+    add_member,
+)
 from tests.support.loop_stalls import LogWatch, start_debug_web
 from tests.support.processes import free_port, start_worker, wait_until, worker_beating
 from tests.support.sandbox_process import start_sandbox
 
 OWNER = "owner@fuzz.example"
 MEMBER = "member@fuzz.example"
+# The neighbour's words: each is in one of its rows and must never reach the fuzzed people.
+NEIGHBOUR_WORDS = {
+    "owner": "quillon.owner@neighbour.example",
+    "member": "quillon.member@neighbour.example",
+    "invitee": "quillon.invitee@neighbour.example",
+    "workspace": "Quillon Workshop",
+    "account": "quillon.studio",
+    "campaign": "Quillon secret launch",
+    "fan": "quillon.fan",
+    "comment": "QUILLONWORD please",
+}
 
 
 async def _seed(env: dict[str, str]) -> list[int]:
@@ -44,6 +72,62 @@ async def _seed(env: dict[str, str]) -> list[int]:
         creator = Creator(None, owner.user_id, owner.workspace_id, account_id, campaign_id)
         dm_log_id = await add_log(resources, creator)
         return sorted({owner.workspace_id, account_id, campaign_id, dm_log_id})
+    finally:
+        await resources.close()
+
+
+async def _seed_neighbour(env: dict[str, str]) -> Neighbour:
+    """A second workspace with one row of each kind a path or a form names."""
+    words = NEIGHBOUR_WORDS
+    resources = await Resources.open(load_settings(env), jobs=JOB_OPTIONS)
+    try:
+        async with resources.sessionmaker() as session, session.begin():
+            owner = await create_user_with_workspace(
+                session, email=words["owner"], password=PASSWORD, workspace_name=words["workspace"]
+            )
+        await add_member(resources, owner.workspace_id, words["member"])
+        member_id, _ = await identity_of(resources, words["member"])
+        account_id = await add_account(
+            resources, owner.workspace_id, ig_user_id="17841400000099999", username=words["account"]
+        )
+        campaign_id = await add_campaign(
+            resources, owner.workspace_id, account_id, words["campaign"], keywords=["quillon"]
+        )
+        creator = Creator(None, owner.user_id, owner.workspace_id, account_id, campaign_id)
+        dm_log_id = await add_log(resources, creator, username=words["fan"], text=words["comment"])
+        await add_comment(
+            resources,
+            account_id,
+            text=words["comment"],
+            username=words["fan"],
+            missed=MissReason.NO_KEYWORD,
+        )
+        async with resources.sessionmaker() as session, session.begin():
+            invite = await create_invite(
+                session,
+                workspace_id=owner.workspace_id,
+                inviter_id=owner.user_id,
+                email=words["invitee"],
+                role=Role.MEMBER,
+            )
+            link = await create_report_link(
+                session,
+                workspace_id=owner.workspace_id,
+                campaign_id=campaign_id,
+                user_id=owner.user_id,
+            )
+        assert isinstance(invite, InviteCreated)
+        assert link is not None
+        ids = {
+            "workspace_id": owner.workspace_id,
+            "account_id": account_id,
+            "campaign_id": campaign_id,
+            "dm_log_id": dm_log_id,
+            "link_id": link.link_id,
+            "invite_id": invite.invite_id,
+            "user_id": member_id,
+        }
+        return Neighbour(owner.workspace_id, ids, tuple(words.values()))
     finally:
         await resources.close()
 
@@ -68,6 +152,7 @@ def target(test_env: dict[str, str], artifacts_dir: Path) -> Iterator[Target]:
         port = free_port()
         env = web_env_for(test_env, sandbox.base_url, f"http://127.0.0.1:{port}")
         known_ids = asyncio.run(_seed(env))
+        neighbour = asyncio.run(_seed_neighbour(env))
         web = start_debug_web(env, port, log_dir)
         # With a worker, /health answers 200 (without one it says 503, rightly) and the
         # webhook events the fuzzer gets accepted are ingested as in production.
@@ -89,6 +174,8 @@ def target(test_env: dict[str, str], artifacts_dir: Path) -> Iterator[Target]:
                 clients=clients,
                 csrf=csrf,
                 known_ids=known_ids,
+                neighbour=neighbour,
+                database_url=env["DATABASE_URL"],
             )
             found.log.skip()
             yield found

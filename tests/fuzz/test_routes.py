@@ -10,7 +10,8 @@ the route does not take, ids no row can have, path traversal raw and escaped, in
 cut-short escapes and NUL in the path, the query and the form, numbers past int64, days out
 of range, repeated parameters and fields, forms past the body limit, wrong content types (bad
 JSON, multipart without a boundary, text/plain, none), overlong and undecodable headers, odd
-htmx, proxy and cache headers, bad webhook bodies signed correctly; as the owner, and in part
+htmx, proxy and cache headers, Host headers with a port no URL can hold or of another site,
+bad webhook bodies signed correctly; as the owner, and in part
 as a member and a stranger.
 
 Every route that answers GET is also asked with HEAD (`test_head_answers_like_get`): the same
@@ -36,9 +37,8 @@ import hashlib
 import hmac
 import json
 import os
-import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -48,12 +48,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.asgi import create_app
-from app.settings import load_settings
 from tests.support.fuzz_target import Target
-from tests.support.infra import base_env
 from tests.support.loop_stalls import stalls_in
-from tests.support.raw_http import RawAnswer, raw_request
+from tests.support.route_sweep import PARAM, Hostile, Route, check_answer, route_table, send_raw
 
 PROFILES = {"short": 6, "long": 150}
 EXAMPLES = PROFILES[os.environ.get("FUZZ_PROFILE", "short")]
@@ -62,43 +59,9 @@ STALL_S = 0.2
 # Requests that end the identity's session or membership would turn the rest of the run into
 # a stranger's; the stranger still tries them.
 SIGNED_IN_SKIPS = {("POST", "/logout"), ("POST", "/team/leave")}
-_PARAM = re.compile(r"\{(?P<name>[^:}]+)(?::(?P<kind>[^}]+))?\}")
-SERVER_REFUSAL = "Invalid HTTP request received."
-# Text only an answer leaking a stack trace or an exception's repr would hold.
-TRACE_MARKERS = (
-    "Traceback (most recent call last)",
-    'File "/',
-    "sqlalchemy.exc",
-    "psycopg.errors",
-    "litestar.exceptions",
-    "UnicodeDecodeError",
-    "ValueError(",
-)
 
 
-@dataclass(frozen=True, slots=True)
-class Route:
-    method: str
-    path: str  # the template, like /log/{dm_log_id:int}
-    mount: bool = False  # an ASGI mount answers every path under it
-
-    @property
-    def id(self) -> str:
-        return f"{self.method} {self.path}"
-
-
-def _route_table() -> list[Route]:
-    app = create_app(load_settings(base_env("postgresql://fuzz@127.0.0.1/fuzz", "redis://x")))
-    found: set[Route] = set()
-    for route in app.routes:
-        methods = set(route.methods) or {"GET", "POST"}  # an ASGI route takes any method
-        handler = getattr(route, "route_handler", None)
-        mount = bool(getattr(handler, "is_mount", False))
-        found.update(Route(m, route.path, mount) for m in methods - {"OPTIONS", "HEAD"})
-    return sorted(found, key=lambda r: (r.path, r.method))
-
-
-ROUTES = _route_table()
+ROUTES = route_table()
 
 # Names the app's forms and filters use, so many requests reach real parsing code.
 FIELD_NAMES = [
@@ -242,7 +205,7 @@ def _attempts(draw: st.DrawFn, route: Route, target: Target) -> Attempt:
     if who != "stranger" and (route.method, route.path) in SIGNED_IN_SKIPS:
         who = "stranger"
     path = route.path
-    for match in _PARAM.finditer(route.path):
+    for match in PARAM.finditer(route.path):
         value = draw(_path_value(match.group("kind"), target.known_ids))
         path = path.replace(match.group(0), quote(value, safe=""), 1)
     if route.mount:
@@ -302,29 +265,6 @@ def _stalled(target: Target, replay: Callable[[], object]) -> float | None:
     return worst if stalls_in(target.log.read(), at_least_s=STALL_S) else None
 
 
-def _check_answer(what: object, status: int, headers: Mapping[str, str], body: str) -> None:
-    """No server error, no stack trace, and a refusal a person or a script can read."""
-    assert status < 500, (what, status, body[:500])
-    for marker in TRACE_MARKERS:
-        assert marker not in body, (what, status, marker, body[:2000])
-    if status < 400:
-        return
-    content_type = headers.get("content-type", "")
-    if "content-security-policy" not in headers and status == 400:
-        # The HTTP server's own refusal of a request it cannot parse (bytes that are not
-        # ASCII in the request line): the app never saw it.
-        assert body == SERVER_REFUSAL, (what, status, body[:500])
-        return
-    assert content_type.startswith(("text/html", "application/json")), (what, status, content_type)
-    if content_type.startswith("application/json"):
-        detail = json.loads(body).get("detail")
-        assert isinstance(detail, str), (what, status, body[:500])
-        assert detail.strip(), (what, status, body[:500])
-    else:
-        words = re.sub(r"\s+", " ", re.sub(r"<[^>]*>", " ", body)).strip()
-        assert len(words) >= 8, (what, status, body[:500])
-
-
 @pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")
 @pytest.mark.parametrize("route", ROUTES, ids=[r.id for r in ROUTES])
 def test_route_survives_odd_requests(target: Target, route: Route) -> None:
@@ -338,7 +278,7 @@ def test_route_survives_odd_requests(target: Target, route: Route) -> None:
     def one(attempt: Attempt) -> None:
         answer = _send(target, attempt)
         target.requests[route.id] += 1
-        _check_answer(attempt, answer.status_code, answer.headers, answer.text)
+        check_answer(attempt, answer.status_code, answer.headers, answer.text)
         assert len(answer.content) <= MAX_ANSWER_BYTES, (attempt, len(answer.content))
         stall = _stalled(target, lambda: _send(target, attempt))
         assert stall is None, (attempt, f"held the event loop {stall:.3f} s")
@@ -352,6 +292,9 @@ def test_route_survives_odd_requests(target: Target, route: Route) -> None:
 # What a path parameter is given: ids no row can have or no int parser takes, and text no
 # handler can look up (traversal, invalid UTF-8 raw and escaped, a NUL, an overlong name).
 BAD_IDS = [
+    b"-1",
+    b"0",
+    b"%D9%A1",  # an Arabic-Indic one, which int() reads as 1
     b"abc",
     b"18446744073709551616",
     b"%EF%BC%91",
@@ -392,20 +335,10 @@ BAD_QUERIES = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Hostile:
-    what: str
-    who: str
-    method: bytes
-    target: bytes  # the request target exactly as sent
-    headers: tuple[tuple[bytes, bytes], ...] = ()
-    body: bytes = b""
-
-
 def _fill(route: Route, target: Target, bad: dict[str, bytes] | None = None) -> bytes:
     """The route's path with each parameter given a value a row may have (or `bad`'s)."""
     path = route.path.encode()
-    for match in _PARAM.finditer(route.path):
+    for match in PARAM.finditer(route.path):
         good = str(target.known_ids[0]).encode() if match.group("kind") == "int" else b"x"
         value = (bad or {}).get(match.group("name"), good)
         path = path.replace(match.group(0).encode(), value, 1)
@@ -509,7 +442,7 @@ def _hostile(route: Route, target: Target) -> list[Hostile]:
     method = route.method.encode()
     path = _fill(route, target)
     found: list[Hostile] = []
-    for match in _PARAM.finditer(route.path):
+    for match in PARAM.finditer(route.path):
         bad_values = BAD_IDS if match.group("kind") == "int" else BAD_TEXT
         for n, bad in enumerate(bad_values):
             who = ("owner", "member", "stranger")[n % 3] if owner == "owner" else owner
@@ -577,6 +510,9 @@ def _hostile(route: Route, target: Target) -> list[Hostile]:
             ),
         ),
         Hostile("bad escape in the path", owner, method, path + b"%ZZ%C3%28"),
+        Hostile("host: port past 65535", owner, method, path, ((b"host", b"127.0.0.1:99999"),)),
+        Hostile("host: port not digits", "stranger", method, path, ((b"host", b"\xff\xfe:-1"),)),
+        Hostile("host: another site", owner, method, path, ((b"host", b"evil.example"),)),
     ]
     if route.path.startswith("/webhooks/") and route.method == "GET":
         for challenge in (b"%FF%FE", b"\xff", b"a%00", b"x" * 5000):
@@ -594,29 +530,17 @@ def _hostile(route: Route, target: Target) -> list[Hostile]:
     return found
 
 
-def _send_raw(target: Target, hostile: Hostile) -> RawAnswer:
-    cookies = "; ".join(f"{c.name}={c.value}" for c in target.clients[hostile.who].cookies.jar)
-    headers = (
-        [(b"accept", b"text/html")] if not any(n == b"accept" for n, _ in hostile.headers) else []
-    )
-    if cookies and not any(n == b"cookie" for n, _ in hostile.headers):
-        headers.append((b"cookie", cookies.encode()))
-    return raw_request(
-        target.base_url, hostile.method, hostile.target, [*headers, *hostile.headers], hostile.body
-    )
-
-
 @pytest.mark.parametrize("route", ROUTES, ids=[r.id for r in ROUTES])
 def test_route_refuses_hostile_requests_clearly(target: Target, route: Route) -> None:
     """A fixed set of hostile requests on each route: no 5xx, no stack trace, a refusal with
     words in it (an HTML page or JSON with a `detail`), no stall of the event loop."""
     target.log.skip()
     for hostile in _hostile(route, target):
-        answer = _send_raw(target, hostile)
+        answer = send_raw(target, hostile)
         target.requests[route.id] += 1
         what = (route.id, hostile.what, hostile.who, hostile.method, hostile.target[:120])
-        _check_answer(what, answer.status, answer.headers, answer.text)
-        stall = _stalled(target, lambda h=hostile: _send_raw(target, h))
+        check_answer(what, answer.status, answer.headers, answer.text)
+        stall = _stalled(target, lambda h=hostile: send_raw(target, h))
         assert stall is None, (what, f"held the event loop {stall:.3f} s")
 
 
@@ -634,7 +558,7 @@ def _head_pairs(route: Route, target: Target) -> list[Hostile]:
         Hostile("page", "stranger", b"GET", path),
         Hostile("bad query", "owner", b"GET", path + b"?" + BAD_QUERIES[0]),
     ]
-    for match in _PARAM.finditer(route.path):
+    for match in PARAM.finditer(route.path):
         bad = BAD_IDS[1] if match.group("kind") == "int" else BAD_TEXT[0]
         at = _fill(route, target, {match.group("name"): bad})
         found.append(Hostile(f"path {match.group('name')}", "owner", b"GET", at))
@@ -647,11 +571,11 @@ def test_head_answers_like_get(target: Target, route: Route) -> None:
     a link checker reads the page as alive (never a 405)."""
     target.log.skip()
     for get in _head_pairs(route, target):
-        got = _send_raw(target, get)
-        head = _send_raw(target, Hostile(get.what, get.who, b"HEAD", get.target, get.headers))
+        got = send_raw(target, get)
+        head = send_raw(target, Hostile(get.what, get.who, b"HEAD", get.target, get.headers))
         target.requests[route.id] += 2
         what = (route.id, get.what, get.who, get.target[:120])
-        _check_answer(what, got.status, got.headers, got.text)
+        check_answer(what, got.status, got.headers, got.text)
         assert head.status == got.status, (what, head.status, got.status, got.text[:300])
         assert head.body == b"", (what, head.body[:300])
         for name in ("content-type", "content-security-policy", "location"):

@@ -37,7 +37,12 @@ def start_debug_web(env: dict[str, str], port: int, log_dir: Path) -> Service:
             return False
         return True
 
-    wait_until(answering, timeout=60, what="the web process to answer /health/live")
+    try:
+        # While the process runs it is starting: on a loaded machine that took over 60 s.
+        wait_until(answering, timeout=180, what="the web process to answer /health/live")
+    except BaseException:
+        service.stop()
+        raise
     return service
 
 

@@ -1,7 +1,8 @@
 """One HTTP/1.1 request written byte for byte, for what an HTTP client refuses to send: a
 request target with `..` segments left as they are or bytes that are not ASCII, header values
-that are not UTF-8. A large body waits for the server's `100 Continue`. The answer is read
-until the server closes the connection."""
+that are not UTF-8, a Host header of the caller's (else the server's address). A large body
+waits for the server's `100 Continue`. The answer is read until the server closes the
+connection."""
 
 from __future__ import annotations
 
@@ -46,7 +47,9 @@ def raw_request(
 ) -> RawAnswer:
     where = urlsplit(base_url)
     host, port = where.hostname or "127.0.0.1", where.port or 80
-    lines = [method + b" " + target + b" HTTP/1.1", b"host: " + f"{host}:{port}".encode()]
+    lines = [method + b" " + target + b" HTTP/1.1"]
+    if not any(name.lower() == b"host" for name, _ in headers or []):
+        lines.append(b"host: " + f"{host}:{port}".encode())
     lines += [name + b": " + value for name, value in headers or []]
     lines += [b"connection: close", b"content-length: " + str(len(body)).encode()]
     big = len(body) > _CONTINUE_PAST
