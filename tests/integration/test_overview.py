@@ -262,6 +262,16 @@ async def test_an_account_to_reconnect_says_so_in_words_with_the_reason_beside(
     assert row
     assert "Reconnect needed" in row.group(0)
     accounts = (await owner.client.get("/accounts", headers=HTML)).text
+    why = re.search(
+        r'<p class="flash flash-error small" data-field="reconnect-why">(.*?)</p>',
+        accounts,
+        re.DOTALL,
+    )
+    assert why
+    assert why.group(1).startswith(
+        "Instagram no longer accepts this account's sign-in: reconnect it to keep answering"
+        f' comments. <span class="muted">Details: {reason}</span>'
+    )
     assert (
         '<span class="status status-needs_reauth" data-field="status">Reconnect needed</span>'
         in accounts
