@@ -25,6 +25,9 @@ lifted: the cap measured is ours. Prints one JSON object:
   most over all comments (target ≤ one pacer batch, `pacer_batch`);
 - `duplicates`: private replies beyond one per comment (must be 0);
 - `worker_peak_rss_mb`: the largest peak RSS of the worker processes;
+- `worker_cpu_ms_per_delivery`: the worker processes' CPU time, start-up, ingest, the pacer
+  and crons included, per delivery; `redis`: their Redis round trips and commands per
+  delivery, counted at redis-py's connection (`bench/redis_calls.py`);
 - `redis_peak_mb`: the Redis server's peak `used_memory` during the run less its value at the
   start (the server is shared, so other tenants' use is in it too);
 - `seconds`: the whole run; `ok`: every answer right (every row final, nothing twice, the cap
@@ -69,6 +72,7 @@ import redis
 
 from bench.burst_trace import JobTrace, diagnose, overtaken, read_sent_rows
 from bench.deliver import MEDIA_ID, seed
+from bench.redis_calls import count_redis, redis_figures
 from sandbox.client import SandboxAdmin
 from tests.support.dashboard import sandbox_env, web_env_for
 from tests.support.infra import TestDatabase, TestRedis, base_env
@@ -559,6 +563,13 @@ def _report(size: Size, seen: Observed) -> dict[str, Any]:
         "pacer_batch": batch_size(size.cap),
         "duplicates": duplicates,
         "worker_peak_rss_mb": max((c.get("peak_rss_mb", 0.0) for c in counted), default=None),
+        # Every job of the workers, ingest, the pacer and crons included, per delivery.
+        "worker_cpu_ms_per_delivery": round(
+            1000 * sum(c.get("cpu_s", 0.0) for c in counted) / max(delivered, 1), 2
+        ),
+        "redis": redis_figures(
+            sum((Counter(c.get("redis", {})) for c in counted), Counter()), max(delivered, 1)
+        ),
         "redis_peak_mb": round(seen.redis_mb, 1),
         "seconds": round(seen.seconds, 1),
         "targets": {
@@ -588,6 +599,8 @@ def worker_process() -> int:
     from worker.runner import build_worker
 
     jobs: Counter[str] = Counter()
+    calls: Counter[str] = Counter()
+    count_redis(calls)
     trace = JobTrace() if os.environ.get("BENCH_TRACE_FILE") else None
     configure_logging("WARNING")
     built = build_worker(load_settings(), jobs=list(JOBS))
@@ -604,7 +617,14 @@ def worker_process() -> int:
     finally:
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         Path(os.environ["BENCH_COUNTS_FILE"]).write_text(
-            json.dumps({"jobs": jobs, "peak_rss_mb": round(peak_mb, 1)})
+            json.dumps(
+                {
+                    "jobs": jobs,
+                    "peak_rss_mb": round(peak_mb, 1),
+                    "cpu_s": time.process_time(),
+                    "redis": calls,
+                }
+            )
         )
         if trace is not None:
             trace.write(Path(os.environ["BENCH_TRACE_FILE"]))
