@@ -99,8 +99,12 @@ def test_a_fans_comment_turns_sent_in_the_open_log_and_one_dm_arrives(
     expect(page).to_have_url(re.compile(r"/log\?q=%40jane$"))
     expect(page.locator("#log-rows tr.log-row")).to_have_count(1)
 
-    # The row opens its timeline: the ledger entry, the decision, the call to Instagram.
-    page.locator("#log-rows tr.log-row a.log-open").click()
+    # The row opens its timeline: the ledger entry, the decision, the call to Instagram. Its
+    # time is the way in, so it looks like the page's other links.
+    opener = page.locator("#log-rows tr.log-row a.log-open")
+    link_color = page.locator("#export-csv").evaluate("a => getComputedStyle(a).color")
+    expect(opener).to_have_css("color", link_color)
+    opener.click()
     expect(page.locator("#pr-state .state")).to_have_attribute("data-state", "SENT")
     # Either path may see it first on a busy machine: the webhook, or the reconciler's first
     # sweep of the newly active campaign's account; the ledger keeps one row either way.
