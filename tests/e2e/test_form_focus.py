@@ -48,6 +48,8 @@ def test_a_refused_campaign_save_brings_the_first_field_to_fix_into_view(
     connected: Connected,
 ) -> None:
     page = connected.page
+    htmx_errors: list[str] = []
+    page.on("console", lambda m: htmx_errors.append(m.text) if "hx-" in m.text else None)
     page.goto("/campaigns/new")
     expect(page.locator(".media-item").first).to_be_visible()
     page.fill("#name", "Half done")
@@ -65,3 +67,5 @@ def test_a_refused_campaign_save_brings_the_first_field_to_fix_into_view(
     page.fill("#dm_text", "Hi {username}! Here is the recipe.")
     page.click("#save-activate")
     expect(page).to_have_url(re.compile(r"/campaigns/\d+\?notice=created$"))
+    # The preview, chips and picker asked nothing of the form's own attributes on the way.
+    assert htmx_errors == []
