@@ -2,9 +2,20 @@
 
 Every private reply Meta may have counted left a `delivery_attempts` row: in flight (no
 answer yet: counted from the latest Meta could count it), sent, or ambiguous, each from when
-its answer came. A row the pacer granted a slot that has not been claimed yet holds that
-slot too, under the name it was granted (`grant_member`), so its job's `confirm` finds it,
-scored at the end of the grant's hold as `HourlyBudget.grant` scores it.
+its answer came.
+
+A row the pacer granted a slot that has not been claimed yet had its job in the Redis that
+lost the budget: the queue went with it, so the job is gone, or (taken by a worker just
+before) about to confirm its slot. Its slot is rebuilt under the name it was granted
+(`grant_member`), so such a job's `confirm` (and its send's `stamp`) still finds it, counted
+as used since the grant, not as in flight for the rest of the grant's hold: were it in flight,
+the pacer would grant no batch until those holds ran out (`GRANT_TTL_S`), two minutes of a
+backlog standing still. And the grant is given up in the same statement (`pr_granted_at`
+cleared), so the pacer grants the row again at once, in its deadline's place: a job that
+still carries the old grant finds it replaced and sends nothing (a claim is one row's, so
+never two sends). A slot whose job was lost counts until it ages out of the window: the cap
+holds whatever became of it.
+
 Ages are computed by PostgreSQL and turned into scores by Redis, so the two clocks never have
 to agree.
 """
@@ -21,6 +32,17 @@ from app.resources import Resources
 
 _HISTORY = text(
     """
+WITH granted AS (
+    SELECT d.id, d.pr_granted_at FROM dm_logs d
+    WHERE d.account_id = :account_id AND d.trigger_kind = 'comment' AND d.pr_state = 'PENDING'
+      AND d.pr_granted_at IS NOT NULL
+    FOR UPDATE
+),
+given_up AS (
+    UPDATE dm_logs d SET pr_granted_at = NULL
+    FROM granted g WHERE d.id = g.id AND d.pr_granted_at = g.pr_granted_at
+    RETURNING d.id, g.pr_granted_at AS granted_at
+)
 SELECT 'a:' || t.id AS member,
        CASE WHEN t.finished_at IS NULL THEN -CAST(:in_flight AS bigint)
             ELSE CAST(EXTRACT(EPOCH FROM now() - t.finished_at) * 1000 AS bigint) END AS age
@@ -29,13 +51,11 @@ WHERE d.account_id = :account_id AND d.trigger_kind = 'comment' AND t.leg = 'pri
   AND (t.classification IS NULL OR t.classification IN ('sent', 'ambiguous'))
   AND COALESCE(t.finished_at, now()) > now() - make_interval(secs => :window)
 UNION ALL
-SELECT 'g:' || d.id || ':'
-           || CAST(EXTRACT(EPOCH FROM d.pr_granted_at) * 1000000 AS bigint) AS member,
-       CAST(EXTRACT(EPOCH FROM now() - d.pr_granted_at) * 1000 AS bigint)
-           - CAST(:grant_hold AS bigint) AS age
-FROM dm_logs d
-WHERE d.account_id = :account_id AND d.trigger_kind = 'comment' AND d.pr_state = 'PENDING'
-  AND d.pr_granted_at > now() - make_interval(secs => :window + :grant_hold / 1000.0)
+SELECT 'g:' || g.id || ':'
+           || CAST(EXTRACT(EPOCH FROM g.granted_at) * 1000000 AS bigint) AS member,
+       CAST(EXTRACT(EPOCH FROM now() - g.granted_at) * 1000 AS bigint) AS age
+FROM given_up g
+WHERE g.granted_at > now() - make_interval(secs => :window)
 """
 )
 
@@ -51,7 +71,6 @@ def account_budget(resources: Resources) -> HourlyBudget:
                     "account_id": account_id,
                     "window": window_s,
                     "in_flight": in_flight_ms,
-                    "grant_hold": int(GRANT_TTL_S * 1000),
                 },
             )
             return [(str(row.member), int(row.age)) for row in rows]

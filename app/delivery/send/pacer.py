@@ -44,7 +44,8 @@ earliest deadline first, at the pace Meta's answers set, not for a fixed retry t
 So the work per delivered DM stays constant however long the backlog grows, and two pacers of
 one account (two workers, a relay's kick racing a scheduled run) cannot hand out a slot twice:
 the rows are locked by the statement and the slots by the script. A granted row whose job was
-lost (Redis restarted) is granted again after `GRANT_TTL_S`.
+lost is granted again after `GRANT_TTL_S`; when Redis restarted and lost the queue with the
+budget, at once: the budget's rebuild gives up the grants not yet claimed (`budget_history`).
 """
 
 from __future__ import annotations

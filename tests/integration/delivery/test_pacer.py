@@ -215,21 +215,35 @@ async def test_losing_redis_mid_backlog_neither_exceeds_the_cap_nor_loses_a_row(
     assert (await pace_account(resources, world.account_id)).granted == 1
     granted = [r for r in rows if (await world.log(r.id)).pr_granted_at is not None]
     assert len(granted) == 1
+    [held] = granted
+    held_at = (await world.log(held.id)).pr_granted_at
+    assert held_at is not None
 
     test_redis.flush()  # a restart of a Redis that keeps nothing on disk
 
-    # The budget is rebuilt from PostgreSQL: five sends and one grant hold all six slots.
+    # The budget is rebuilt from PostgreSQL: five sends and the grant (given up, its job was
+    # in the lost queue) hold all six slots.
     paced = await pace_account(resources, world.account_id)
     assert paced.granted == 0
     budget = account_budget(resources)
     assert await budget.used(world.account_id) == 6
+    assert (await world.log(held.id)).pr_granted_at is None
     # The relay notices the account's backlog and restarts its pacer (its job was lost too).
     async with autocommit(resources.engine) as conn:
         relayed = await sweeps.relay_due_work(conn, resources.queue, grace_s=0)
     assert relayed.paced_accounts == 1
     assert [k for k in await pending_keys(resources) if k.startswith("pace:")]
-    # The granted row's job, run again, still sends under its grant, within the cap.
-    await _deliver_granted(resources, world, granted)
+    # Had a worker taken the grant's job before the restart, it sends nothing now, gives the
+    # slot back and leaves the row to the pacer (which that job's end runs), which grants it
+    # again, first in line.
+    report = await deliver(resources, worker_id="w", dm_log_id=held.id, grant=grant_stamp(held_at))
+    assert report.private == "waiting for budget"
+    assert world.stats(held.trigger_id)["send_requests"] == 0
+    await pace_account(resources, world.account_id)
+    regranted = [r for r in rows if (await world.log(r.id)).pr_granted_at is not None]
+    assert regranted == [held]
+    assert await budget.used(world.account_id) == 6
+    await _deliver_granted(resources, world, [held])
     assert await budget.used(world.account_id) == 6
 
     # Nothing is lost: with room again (a higher cap stands in for the hour passing), the
@@ -251,6 +265,65 @@ async def test_losing_redis_mid_backlog_neither_exceeds_the_cap_nor_loses_a_row(
     for row in rows:
         assert (await world.log(row.id)).pr_state is LegState.SENT
         assert world.stats(row.trigger_id)["send_requests"] == 1
+
+
+async def test_after_losing_redis_a_backlog_resumes_at_once_in_deadline_order(
+    world: World, test_redis: infra.TestRedis
+) -> None:
+    """Redis restarts empty while a batch's grants wait in the queue: their jobs are lost
+    with it. The budget rebuilt from PostgreSQL counts those grants' slots as used (the cap
+    holds whatever became of their jobs), not as in flight for the rest of the grants' hold,
+    and gives the grants up: the pacer grants the next batch at once, the rows it gave up
+    first (earliest deadline), and every comment gets exactly one reply."""
+    resources = _with_cap(world.resources, 150)  # a batch of 3
+    batch = batch_size(150)
+    fans = [await world.new_fan(f"restart.fan{n}") for n in range(8)]
+    # Made newest first, so id order and deadline order disagree.
+    rows = [await world.comment(fan, age=timedelta(hours=n)) for n, fan in enumerate(fans)]
+    by_deadline = sorted(rows, key=lambda r: (r.deadline_at, r.id))
+    await world.execute("UPDATE instagram_accounts SET pr_backlog_since = now()")
+    assert (await pace_account(resources, world.account_id)).granted == batch
+    lost = {}
+    for row in by_deadline[:batch]:
+        granted_at = (await world.log(row.id)).pr_granted_at
+        assert granted_at is not None
+        lost[row.id] = grant_stamp(granted_at)
+    # The first of the batch is sent; the other two jobs are still queued when Redis restarts.
+    await _deliver_granted(resources, world, by_deadline[:1])
+
+    test_redis.flush()  # a restart of a Redis that keeps nothing on disk
+
+    paced = await pace_account(resources, world.account_id)
+    assert paced.granted == batch, "the backlog stood still after the restart"
+    regranted = [r for r in rows if (await world.log(r.id)).pr_granted_at is not None]
+    assert {r.id for r in regranted} == {r.id for r in by_deadline[1 : 1 + batch]}
+    # The cap counts the sent reply, the two grants given up and the batch just granted.
+    budget = account_budget(resources)
+    assert await budget.used(world.account_id) == 1 + (batch - 1) + batch
+    # A job of a grant given up (taken by a worker just before the restart) sends nothing,
+    # and gives its slot back.
+    survivor = by_deadline[1]
+    report = await deliver(resources, worker_id="w", dm_log_id=survivor.id, grant=lost[survivor.id])
+    assert report.private == "granted to the pacer's job"
+    assert await budget.used(world.account_id) == 1 + (batch - 2) + batch
+    assert world.stats(survivor.trigger_id)["send_requests"] == 0
+
+    # Then the backlog drains, a batch at a time, each comment answered once, oldest first.
+    for _ in range(len(rows)):
+        granted = [
+            r
+            for r in rows
+            if (log := await world.log(r.id)).pr_state is LegState.PENDING
+            and log.pr_granted_at is not None
+        ]
+        if not granted:
+            break
+        await _deliver_granted(resources, world, sorted(granted, key=by_deadline.index))
+    for row in rows:
+        assert (await world.log(row.id)).pr_state is LegState.SENT
+        assert world.stats(row.trigger_id)["send_requests"] == 1
+    sent = sorted((m["time"], m["comment_id"]) for m in world.admin.messages() if m["comment_id"])
+    assert [comment for _, comment in sent] == [row.trigger_id for row in by_deadline]
 
 
 async def _until_all_final(
@@ -379,7 +452,7 @@ async def test_several_workers_losing_redis_mid_backlog_keep_the_cap_and_every_r
     try:
         for row in rows:
             await enqueue_delivery(world.resources.queue, row.id)
-        # A granted row whose job the flush lost is granted again after GRANT_TTL_S.
+        # A granted row whose job the flush lost is granted again once the budget is rebuilt.
         states = await _until_all_final(
             world, rows + late, stall_s=GRANT_TTL_S + 120, progress=flush_mid_backlog
         )
