@@ -56,6 +56,9 @@ PRIVATE = "pr"
 PUBLIC = "pub"
 # The account's pace (`throttle`): while its mode is "paused", no slot is taken.
 PACE_KEY = "oncereply:pr-pace:{account_id}"
+# The pace mode last noted (`throttle.Throttle.note`, `HourlyBudget.look`): whoever notes a
+# change first records it.
+PACE_SEEN_KEY = "oncereply:pr-pace-seen:{account_id}"
 # How long a grant holds its slot for its job: after that the row is granted again (its job
 # was lost), and until then no other row is granted that slot.
 GRANT_TTL_S = 120.0
@@ -204,6 +207,39 @@ return {0, wait_for(0), wait_for(want - 1), flying, mode}
 """
 )
 
+# KEYS[4] the pace mode last noted; ARGV[3], ARGV[5] as for _FREE, ARGV[4] the slowed pace's
+# step in ms, applied only while the account is slowed. The pacer's look, in one script: the
+# pace now noted in KEYS[4] (as `throttle.Throttle.note`), then the budget as _FREE answers it.
+# {free slots, ms until the oldest slot frees or the step ends, ms until ARGV[3] slots are
+# free, slots in flight, mode, share, ms the mode has left, the mode it replaces ('' when
+# unchanged)}.
+_LOOK = (
+    _PRELUDE
+    + """
+local mode = redis.call('HGET', KEYS[3], 'mode')
+local share = redis.call('HGET', KEYS[3], 'share') or '1'
+local ttl = redis.call('PTTL', KEYS[3])
+if not mode or mode == 'normal' or ttl <= 0 then
+  mode = 'normal'
+  share = '1'
+  ttl = 0
+end
+local before = redis.call('GETSET', KEYS[4], mode) or 'normal'
+if before == mode then before = '' end
+local step = 0
+if mode == 'slowed' then step = tonumber(ARGV[4]) end
+local gate = gated(step, ARGV[5])
+local flying = in_flight()
+if gate > 0 then return {0, gate, gate, flying, mode, share, ttl, before} end
+local used = redis.call('ZCARD', KEYS[1])
+if used < limit then return {limit - used, 0, 0, flying, mode, share, ttl, before} end
+local want = tonumber(ARGV[3])
+if want > limit then want = limit end
+if want < 1 then want = 1 end
+return {0, wait_for(0), wait_for(want - 1), flying, mode, share, ttl, before}
+"""
+)
+
 # {slots in flight, 0}.
 _IN_FLIGHT = _PRELUDE + "\nreturn {in_flight(), 0}\n"
 
@@ -286,6 +322,17 @@ class Granted:
     taken: int
     next_free_s: float  # until the oldest slot frees; 0 when slots are still free
     batch_free_s: float  # until the batch the pacer asked for is free; 0 likewise
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    """What the pacer's `look` read: the account's pace, noted, and the budget's slots."""
+
+    mode: str
+    share: float
+    remaining_s: float  # until the mode lapses (0 when normal)
+    previous: str | None  # the mode last noted, when this look changed it
+    free: Availability
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,7 +457,30 @@ class HourlyBudget:
             int(next_ms) / 1000.0,
             int(batch_ms) / 1000.0,
             int(flying),
-            mode.decode() if isinstance(mode, bytes) else str(mode),
+            _text(mode),
+        )
+
+    async def look(self, account_id: int, *, batch: int = 1, step_s: float = 0.0) -> Look:
+        """The pacer's look in one script: the account's pace, noted as the one the pacer acts
+        on (the mode it replaces when it changed, as `throttle.Throttle.note`), and the free
+        slots as `free` counts them, the pace's step (`step_s`) applied only while slowed."""
+        answer = await self._run(
+            self._script(_LOOK),
+            account_id,
+            batch,
+            int(step_s * 1000),
+            self._gate_field,
+            extra_keys=[PACE_SEEN_KEY.format(account_id=account_id)],
+        )
+        free, next_ms, batch_ms, flying, mode, share, ttl_ms, before = answer
+        return Look(
+            _text(mode),
+            float(_text(share) or 1),
+            int(ttl_ms) / 1000.0,
+            _text(before) or None,
+            Availability(
+                int(free), int(next_ms) / 1000.0, int(batch_ms) / 1000.0, int(flying), _text(mode)
+            ),
         )
 
     def grantable(self, free: Availability) -> int:
@@ -450,11 +520,14 @@ class HourlyBudget:
         now_ms = int(seconds) * 1000 + int(micros) // 1000
         return int(await self._redis.zcount(key, now_ms - self.window_ms + 1, "+inf"))
 
-    async def _run(self, script: Any, account_id: int, *args: object) -> list[Any]:
+    async def _run(
+        self, script: Any, account_id: int, *args: object, extra_keys: Sequence[str] = ()
+    ) -> list[Any]:
         keys = [
             self._key.format(account_id=account_id),
             self._built.format(account_id=account_id),
             PACE_KEY.format(account_id=account_id),
+            *extra_keys,
         ]
         for _ in range(3):
             answer: list[Any] = await script(keys=keys, args=[self.limit, self.window_ms, *args])
@@ -464,5 +537,9 @@ class HourlyBudget:
             pairs: list[str | int] = []
             for member, age_ms in history:
                 pairs += [member, int(age_ms)]
-            await self._script(_REBUILD)(keys=keys, args=[self.window_ms, *pairs])
+            await self._script(_REBUILD)(keys=keys[:3], args=[self.window_ms, *pairs])
         raise BudgetUnavailableError(f"the budget of account {account_id} kept vanishing")
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

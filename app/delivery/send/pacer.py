@@ -376,7 +376,6 @@ async def _pace(resources: Resources, account_id: int) -> PaceReport:
     report = PaceReport()
     budget = account_budget(resources)
     batch = batch_size(budget.limit)
-    throttle = Throttle(resources.redis, window_s=budget.window_s)
     params: dict[str, object] = {"account_id": account_id, "grant_ttl": GRANT_TTL_S}
     async with autocommit(resources.engine) as conn:
         account = (await conn.execute(_ACCOUNT, params)).first()
@@ -384,16 +383,20 @@ async def _pace(resources: Resources, account_id: int) -> PaceReport:
             # The relay kicks the pacer again once the account is back.
             report.note = "the account cannot send now"
             return report
-        pace = await note_pace(resources, throttle, account.workspace_id, account_id)
+        # Slowed: a share of the usual rate, `share × batch` slots every `step_s`, at most one
+        # grant per step (the budget's scripts keep the step, whoever wakes the pacer).
+        step_s = budget.window_s * batch / budget.limit
+        # The pace, noted (`note_pace`), and the free slots, in one script.
+        look = await budget.look(account_id, batch=batch, step_s=step_s)
+        pace = Pace(look.mode, look.share, look.remaining_s)
+        if look.previous is not None:
+            await _record_change(resources, account.workspace_id, account_id, look.previous, pace)
         report.pace = pace.mode
         if pace.mode == PAUSED:
             report.note = "paused: Instagram asked to wait"
             return await _again(resources, report, account_id, pace.remaining_s)
-        # Slowed: a share of the usual rate, `share × batch` slots every `step_s`, at most one
-        # grant per step (the budget's scripts keep the step, whoever wakes the pacer).
-        step_s = budget.window_s * batch / budget.limit
         gate_s = step_s if pace.mode == SLOWED else 0.0
-        free = await budget.free(account_id, batch=batch, step_s=gate_s)
+        free = look.free
         next_free_s, batch_free_s = free.next_free_s, free.batch_free_s
         # Without a backlog (a run for the public replies alone) the rows have jobs of their own.
         # One batch at a time, once the one before is sent (`HourlyBudget.grantable`).

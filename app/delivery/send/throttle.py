@@ -29,12 +29,12 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from app.delivery.send.budget import PACE_KEY
+from app.delivery.send.budget import PACE_KEY, PACE_SEEN_KEY
 from app.instagram.classify import PACE_LIMIT_CODES
 from app.instagram.graph import Usage
 
 _KEY = PACE_KEY
-_SEEN = "oncereply:pr-pace-seen:{account_id}"
+_SEEN = PACE_SEEN_KEY
 
 SLOW_FROM = 75.0
 # A refusal with no stated wait keeps the account slowed at least this long, whatever the

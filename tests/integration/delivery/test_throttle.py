@@ -285,3 +285,37 @@ async def test_racing_notes_of_one_change_see_it_once_and_the_budget_reads_the_s
     assert (pace.mode, previous) == (NORMAL, PAUSED)
     assert (await throttle.note(account_id))[1] is None
     assert (await budget.free(account_id)).pace_mode == NORMAL
+
+
+async def test_the_pacers_look_notes_the_pace_once_and_steps_only_while_slowed(
+    world: World,
+) -> None:
+    """`HourlyBudget.look` (the pacer's one script: the pace, noted, and the free slots):
+    racing `Throttle.note`s and looks see one change once between them, and the slowed
+    pace's step holds the grants back only while the account is slowed."""
+    resources = _paced(world.resources, 60)
+    throttle = Throttle(resources.redis, window_s=WINDOW_S)
+    budget = account_budget(resources)
+    account_id = world.account_id
+    look = await budget.look(account_id, batch=5, step_s=10)
+    assert (look.mode, look.share, look.remaining_s, look.previous) == (NORMAL, 1.0, 0.0, None)
+    assert (look.free.free, look.free.pace_mode) == (60, NORMAL)
+
+    assert await throttle.observe(account_id, Usage(), code=4) is not None
+    seen = await asyncio.gather(
+        *(throttle.note(account_id) for _ in range(10)),
+        *(budget.look(account_id, batch=5, step_s=10) for _ in range(10)),
+    )
+    previous = [s[1] if isinstance(s, tuple) else s.previous for s in seen]
+    assert [p for p in previous if p is not None] == [NORMAL], previous
+    # Slowed: a grant starts the step, and until it ends the look finds nothing to grant.
+    assert (await budget.grant(account_id, ["g:1:1"], batch=5, step_s=10)).taken == 1
+    slowed = await budget.look(account_id, batch=5, step_s=10)
+    assert (slowed.mode, slowed.share, slowed.previous) == (SLOWED, MIN_SHARE, None)
+    assert slowed.free.free == 0, slowed
+    assert 0 < slowed.free.next_free_s <= 10, slowed
+    # Back to normal (the pace lapsed, its step with it): every free slot is grantable.
+    await resources.redis.delete(PACE_KEY.format(account_id=account_id))
+    normal = await budget.look(account_id, batch=5, step_s=10)
+    assert (normal.mode, normal.previous) == (NORMAL, SLOWED)
+    assert (normal.free.free, normal.free.next_free_s) == (59, 0.0), normal
