@@ -53,7 +53,6 @@ account's pacer again, earliest deadline first.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import bisect
 import dataclasses
 import json
@@ -596,7 +595,7 @@ def worker_process() -> int:
     from app.jobs.registry import JOBS
     from app.logs import configure_logging
     from app.settings import load_settings
-    from worker.runner import build_worker
+    from worker.runner import build_worker, run_in_worker_loop
 
     jobs: Counter[str] = Counter()
     calls: Counter[str] = Counter()
@@ -613,7 +612,7 @@ def worker_process() -> int:
 
     built.add_after_process(count_job)
     try:
-        asyncio.run(built.start())
+        run_in_worker_loop(built.start())
     finally:
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         Path(os.environ["BENCH_COUNTS_FILE"]).write_text(

@@ -335,7 +335,7 @@ def worker_process() -> int:
     from app.jobs.registry import JOBS
     from app.logs import configure_logging
     from app.settings import load_settings
-    from worker.runner import build_worker
+    from worker.runner import build_worker, run_in_worker_loop
 
     counts: Counter[str] = Counter()
 
@@ -395,11 +395,11 @@ def worker_process() -> int:
             # time this process waited for a core to whatever it was running then.
             profiler = cProfile.Profile(time.process_time)
             try:
-                profiler.runcall(asyncio.run, built.start())
+                profiler.runcall(run_in_worker_loop, built.start())
             finally:
                 profiler.dump_stats(profile_to)
         else:
-            asyncio.run(built.start())
+            run_in_worker_loop(built.start())
     finally:
         window = cpu.get("last", 0.0) - cpu.get("first", 0.0)
         Path(os.environ["BENCH_COUNTS_FILE"]).write_text(

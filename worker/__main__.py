@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
 from app.logs import configure_logging
 from app.settings import SettingsError, load_settings
-from worker.runner import run_worker
+from worker.runner import run_in_worker_loop, run_worker
 
 
 def main() -> int:
@@ -17,7 +16,7 @@ def main() -> int:
         print(f"oncereply worker: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
-    asyncio.run(run_worker(settings))
+    run_in_worker_loop(run_worker(settings))
     return 0
 
 
