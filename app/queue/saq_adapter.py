@@ -19,10 +19,11 @@ What reaches into SAQ's internals:
   such a job only past its timeout plus up to a minute, and abort it rather than run it
   again when it has no retries left; the requeue is one Lua script that compares the stored
   payload first, so a job that finished or was requeued meanwhile is left alone.
-- `LeanRedisQueue`: SAQ's Redis queue with its `dequeue`, `_update` and `_finish` each in one
-  round trip, using the queue's lists (`_queued`, `_active`, `_incomplete`), and a `sweep`
-  (SAQ's worker calls it every minute) that only drops ids whose payload is gone, from
-  `_active` and `_incomplete`.
+- `LeanRedisQueue`: SAQ's Redis queue with its `dequeue`, `_update` and `_finish` each one
+  script call, using the queue's lists (`_queued`, `_active`, `_incomplete`), its `update`
+  without SAQ's copy of the job, its `serialize` without looking up `Job`'s dataclass fields
+  each time (`Job.to_dict`'s rules, on `Job`'s fields), and a `sweep` (SAQ's worker calls it
+  every minute) that only drops ids whose payload is gone, from `_active` and `_incomplete`.
 
 tests/integration/test_saq_adapter.py pins each of these against the installed SAQ on a
 real Redis, so an upgrade that changes one fails there, naming what changed.
@@ -109,15 +110,41 @@ return dropped
 """
 
 
+# A job marked with a new status: its payload stored and its listeners told, at once.
+_MARK = """
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('PUBLISH', KEYS[1], ARGV[2])
+"""
+
+# A finished job: out of the active list and the incomplete set, its payload kept for `ttl`
+# seconds (0: for ever; below 0: dropped), then its listeners told, who read the writes.
+_FINISH = """
+redis.call('LREM', KEYS[2], 1, KEYS[1])
+redis.call('ZREM', KEYS[3], KEYS[1])
+local ttl = tonumber(ARGV[2])
+if ttl > 0 then
+    redis.call('SETEX', KEYS[1], ttl, ARGV[1])
+elseif ttl == 0 then
+    redis.call('SET', KEYS[1], ARGV[1])
+else
+    redis.call('DEL', KEYS[1])
+end
+redis.call('PUBLISH', KEYS[1], ARGV[3])
+"""
+
+_JOB_FIELDS = tuple((field.name, field.default) for field in dataclasses.fields(Job))
+
+
 class LeanRedisQueue(RedisQueue):
     """SAQ's Redis queue, each step of a job's life in one round trip instead of two.
 
     SAQ takes a job (BLMOVE, then GET), marks it active (SET, then PUBLISH) and finishes it
     (a MULTI of LREM, ZREM, SETEX, then PUBLISH): six round trips per job, each a system call
     and a wake-up of Redis on both sides. Here a waiting job is taken and read by one script
-    (`_TAKE_WAITING`), and each status change is written with its notification in one
-    pipeline, in SAQ's own order: three round trips. What is stored, and what a listener is
-    told, is what SAQ's own methods store and tell.
+    (`_TAKE_WAITING`), and each status change is written with its notification by one script
+    (`_MARK`, `_FINISH`), in SAQ's own order: three round trips, each one command for the
+    client to write and one answer to read (a MULTI pipeline is six of each). What is stored,
+    and what a listener is told, is what SAQ's own methods store and tell.
 
     SAQ's sweep aborts every job in the active list not yet marked active, and every one past
     its timeout or heartbeat. A job a live worker has just taken is in the active list, still
@@ -152,32 +179,61 @@ class LeanRedisQueue(RedisQueue):
                 return self.deserialize(taken[1])
         return await super().dequeue(timeout=timeout, poll_interval=poll_interval)
 
+    async def update(self, job: Job, **kwargs: Any) -> None:
+        if set(kwargs) != {"status"} or not kwargs["status"]:
+            await super().update(job, **kwargs)
+            return
+        # SAQ's own update serializes a copy of the job (`copy`: to a dict and back); here the
+        # job itself is serialized before anything is awaited, so it is the same snapshot.
+        job.touched = saq_now()
+        await self._update(job, kwargs["status"])
+
     async def _update(self, job: Job, status: Status | None = None, **kwargs: Any) -> None:
         if not status:
             await super()._update(job, status, **kwargs)
             return
         job.status = status
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.set(job.id, self.serialize(job))
-            pipe.publish(job.id, job.status)
-            await pipe.execute()
+        mark = getattr(self, "_mark_script", None)
+        if mark is None:
+            mark = self._mark_script = self.redis.register_script(_MARK)
+        await mark(keys=[job.id], args=[self.serialize(job), job.status])
 
     async def _finish(
         self, job: Job, status: Status, *, result: Any = None, error: str | None = None
     ) -> None:
-        job_id = job.id
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.lrem(self._active, 1, job_id)
-            pipe.zrem(self._incomplete, job_id)
-            if job.ttl > 0:
-                pipe.setex(job_id, job.ttl, self.serialize(job))
-            elif job.ttl == 0:
-                pipe.set(job_id, self.serialize(job))
-            else:
-                pipe.delete(job_id)
-            # Inside the transaction, after the writes: a listener woken by it reads them.
-            pipe.publish(job_id, job.status)
-            await pipe.execute()
+        finish = getattr(self, "_finish_script", None)
+        if finish is None:
+            finish = self._finish_script = self.redis.register_script(_FINISH)
+        # SAQ's `ttl`: seconds to keep the finished job, 0 for ever, below 0 not at all.
+        payload = self.serialize(job) if job.ttl >= 0 else b""
+        await finish(
+            keys=[job.id, self._active, self._incomplete],
+            args=[payload, job.ttl, job.status],
+        )
+
+    def serialize(self, job: Job) -> bytes | str:
+        if type(job) is not Job:
+            return super().serialize(job)
+        return self._dump(_job_dict(job))
+
+
+def _job_dict(job: Job) -> dict[str, Any]:
+    """`Job.to_dict` without looking up the dataclass's fields on every call: the fields whose
+    value differs from their default, the queue by its name, `meta` only when not empty."""
+    result: dict[str, Any] = {}
+    for name, default in _JOB_FIELDS:
+        value = getattr(job, name)
+        try:
+            if value == default:
+                continue
+        except ValueError:  # a value whose == does not give a truth value (SAQ's `_safe_eq`)
+            pass
+        if name == "meta" and not value:
+            continue
+        if name == "queue" and value:
+            value = value.name
+        result[name] = value
+    return result
 
 
 def running_job_tasks(worker: Worker[Any]) -> list[asyncio.Task[Any]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -285,3 +286,56 @@ async def test_the_lean_queue_runs_a_job_as_saqs_own_does(settings: Settings) ->
         )
         assert lean_job.status == saq.Status.COMPLETE
         assert lean_job.worker_id is not None
+
+
+def test_the_lean_serializer_writes_what_saqs_own_does() -> None:
+    pinned(callable(getattr(Job, "to_dict", None)), "Job.to_dict (what SAQ serializes)")
+    saq_queue = RedisQueue(Redis(), name="serialize")  # never connected
+    lean_queue = saq_adapter.LeanRedisQueue(Redis(), name="serialize")
+    jobs = [
+        Job(function="work"),
+        Job(function="work", kwargs={"n": 1}, queue=lean_queue, key="k", timeout=0, ttl=-1),
+        Job(
+            function="work",
+            kwargs={"ids": [1, 2]},
+            queue=lean_queue,
+            status=saq.Status.ACTIVE,
+            attempts=2,
+            started=1,
+            worker_id="w",
+            result={"sent": True},
+            error="boom",
+            meta={"m": 1},
+            progress=0.5,
+        ),
+        Job(function="work", meta={}, result=0, retry_backoff=True, scheduled=5),
+    ]
+    for job in jobs:
+        assert json.loads(lean_queue.serialize(job)) == json.loads(saq_queue.serialize(job))
+
+
+@pytest.mark.parametrize("ttl", [-1, 0, 30])
+async def test_the_lean_finish_keeps_a_job_as_saqs_own_does(settings: Settings, ttl: int) -> None:
+    stored = []
+    for queue_class in (RedisQueue, saq_adapter.LeanRedisQueue):
+        queue = queue_class.from_url(settings.redis_url, name=f"finish-{queue_class.__name__}")
+        await queue.connect()
+        try:
+            await queue.enqueue(Job(function="work", key="done", ttl=ttl))
+            job = await queue.dequeue(timeout=1)
+            assert job is not None
+            await queue.update(job, status=saq.Status.ACTIVE)
+            await queue.finish(job, saq.Status.COMPLETE, result={"ok": 1})
+            kept = await queue.job("done")
+            expires = await queue.redis.ttl(queue.job_id("done"))
+            stored.append(
+                (
+                    None if kept is None else (kept.status, kept.result, kept.attempts),
+                    expires if expires < 0 else "expires",
+                    await queue.count("active"),
+                    await queue.count("incomplete"),
+                )
+            )
+        finally:
+            await queue.disconnect()
+    assert stored[0] == stored[1]
