@@ -49,6 +49,13 @@ async def run_doctor(
     return report
 
 
+async def forget_failures(resources: Resources, workspace_id: int) -> None:
+    """Forget the last visit's failures: an account just (re)connected, so what the doctor saw
+    of its token, permissions and subscriptions is no longer true, and the overview must not
+    keep pointing at it for a day. The next visit remembers afresh."""
+    await resources.redis.delete(f"{_FAILURES_KEY}{workspace_id}")
+
+
 async def remembered_failures(resources: Resources, workspace_id: int) -> list[str]:
     """What the last doctor visit found failing (within a day), for the overview."""
     raw = await resources.redis.get(f"{_FAILURES_KEY}{workspace_id}")

@@ -39,6 +39,7 @@ from app.auth.current import Viewer, signed_in_viewer
 from app.delivery_log.surge import load_surges
 from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
+from app.setup_doctor.run import forget_failures
 from app.web.guards import ROLE_REFUSAL, editors_only
 from app.web.htmx import wants_partial
 from app.web.idempotency import idempotent, redirect_to
@@ -165,6 +166,7 @@ class AccountsController(Controller):
                 else ConnectProblem.STATE
             )
             if isinstance(result, Connected):
+                await forget_failures(resources, viewer.workspace_id)
                 return Redirect(f"/accounts?connected={result.account_id}", status_code=303)
             problem = result
         return Redirect(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-from tests.e2e.flows import Connected
+from tests.e2e.flows import Connected, connect_instagram
 from tests.support.sandbox_process import SandboxProcess
 
 
@@ -43,6 +43,23 @@ def test_missing_messages_subscription_is_fixed_from_the_doctor(
     sunny = next(a for a in fields if a["username"] == "sunny.bakes")
     assert "messages" in sunny["subscribed_fields"]
 
+    page.goto("/")
+    expect(page.locator("#overview")).to_be_visible()
+    expect(page.locator("#doctor-link")).to_have_count(0)
+
+
+def test_reconnecting_an_account_clears_the_overviews_pointer_to_the_doctor(
+    connected: Connected, sandbox: SandboxProcess
+) -> None:
+    page = connected.page
+    sandbox.admin.revoke_tokens(account="sunny.bakes")
+    page.goto("/setup")
+    card = page.locator(f"#account-{connected.account_id}")
+    expect(card.locator('[data-check="token"]')).to_have_attribute("data-status", "fail")
+    page.goto("/")
+    expect(page.locator("#doctor-link")).to_contain_text("@sunny.bakes")
+
+    connect_instagram(page, "sunny.bakes")  # what the card and the doctor ask for
     page.goto("/")
     expect(page.locator("#overview")).to_be_visible()
     expect(page.locator("#doctor-link")).to_have_count(0)
