@@ -23,6 +23,8 @@ def test_the_editor_without_javascript_explains_the_post_picker_and_saves(
         expect(page.locator("#media-picker-noscript")).to_contain_text("choose “Any post”")
         expect(page.get_by_text("Loading posts…")).to_be_hidden()
         expect(page.get_by_text("checking…")).to_be_hidden()  # the header's health badge
+        expect(page.get_by_text("Your DM appears here as you type.")).to_be_hidden()
+        expect(page.locator("#preview-noscript")).to_be_visible()
 
         page.fill("#name", "Any-post recipe")
         page.check("input[name=scope][value=any_post]")
