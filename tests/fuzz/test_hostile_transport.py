@@ -275,3 +275,28 @@ def test_a_body_cut_short_leaves_nothing_behind(target: Target) -> None:
     assert whole.status_code == 303, whole.text[:2000]
     listing = target.clients["owner"].get("/campaigns", headers={"accept": "text/html"})
     assert name in listing.text
+
+
+@pytest.mark.parametrize(
+    ("what", "line"),
+    [
+        ("one header", b"x-big: " + b"a" * BIG_CHUNK),
+        ("many headers", b"\r\n".join(b"x-%d: %s" % (n, b"a" * 60) for n in range(4000))),
+        ("request line", b""),
+    ],
+)
+def test_endless_headers_are_refused_as_they_arrive(target: Target, what: str, line: bytes) -> None:
+    """A request whose line or headers never end gets a 431 (the server's plain words) once
+    its head passes 64 KiB, long before 64 MiB of it is sent; a head of a few kilobytes more
+    than any browser sends is still served."""
+    host, port = _address(target)
+    start = b"GET /?q=" if what == "request line" else b"GET / HTTP/1.1\r\nhost: h\r\n"
+    with socket.create_connection((host, port), timeout=30) as conn:
+        conn.sendall(start + line)
+        sent, received = _stream(conn, chunked=False)
+    assert received.startswith(b"HTTP/1.1 431"), (what, received[:300])
+    assert received.endswith(b"The request's headers are too large."), (what, received[-300:])
+    assert sent < BIG_BODY // 4, (what, sent)
+    cookies = "; ".join(f"c{n}=" + "v" * 40 for n in range(300))  # 14 kB of cookies
+    page = target.clients["owner"].get("/login", headers={"cookie": cookies})
+    assert page.status_code == 200, page.text[:300]

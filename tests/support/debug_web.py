@@ -12,6 +12,7 @@ import uvicorn
 from app.asgi import create_app
 from app.logs import configure_logging
 from app.settings import load_settings
+from app.web.bounded_protocol import BoundedHeadProtocol
 
 
 def main() -> None:
@@ -25,6 +26,7 @@ def main() -> None:
         access_log=False,
         loop="none",
         timeout_graceful_shutdown=10,
+        http=BoundedHeadProtocol,
     )
     asyncio.run(uvicorn.Server(config).serve(), debug=True)
 
