@@ -157,6 +157,7 @@ async def test_enqueued_job_runs_in_the_worker_and_purges_expired_keys(
             "webhook_events": 0,
             "idempotency_hits": 1,
             "link_click_day_people": 0,
+            "link_click_days": 0,
         }
         async with resources.engine.connect() as conn:
             left = (await conn.execute(text("SELECT key FROM idempotency_keys"))).scalars().all()
