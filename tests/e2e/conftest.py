@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page
+from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, expect
 
 from tests.e2e.flows import Connected, SignedIn, connect_instagram, sign_up
 from tests.support.dashboard import sandbox_env, web_env_for
@@ -64,6 +64,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # A failing browser test leaves a screenshot of the page (under test-results/playwright,
     # see tests/conftest.py) however pytest was started, not only through `make e2e`.
     default_option(config, "--screenshot", "only-on-failure")
+    # A page the server renders (a save and its redirect, a campaign page's charts) took more
+    # than Playwright's default 5 s on a machine at load 20: an expectation waits up to 15 s.
+    # Only a failing check waits that long; what depends on the worker has bounds of its own.
+    expect.set_options(timeout=15_000)
 
 
 def chromium_path() -> str:
