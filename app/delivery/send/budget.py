@@ -207,6 +207,25 @@ return {0, wait_for(0), wait_for(want - 1), flying, mode}
 """
 )
 
+
+def note_pace(pace: str, noted: str) -> str:
+    """Lua that reads the pace in the hash `pace` into locals `mode`, `share` and `ttl` (ms the
+    mode has left; 'normal', '1', 0 once it lapsed) and notes the mode in `noted`, leaving in
+    `before` the mode it replaces ('' when unchanged): read and note in one script, so two
+    notes of one change cannot both see it."""
+    return f"""
+local mode = redis.call('HGET', {pace}, 'mode')
+local share = redis.call('HGET', {pace}, 'share') or '1'
+local ttl = redis.call('PTTL', {pace})
+if not mode or mode == 'normal' or ttl <= 0 then
+  mode = 'normal'
+  share = '1'
+  ttl = 0
+end
+local before = redis.call('GETSET', {noted}, mode) or 'normal'
+if before == mode then before = '' end"""
+
+
 # KEYS[4] the pace mode last noted; ARGV[3], ARGV[5] as for _FREE, ARGV[4] the slowed pace's
 # step in ms, applied only while the account is slowed. The pacer's look, in one script: the
 # pace now noted in KEYS[4] (as `throttle.Throttle.note`), then the budget as _FREE answers it.
@@ -216,16 +235,9 @@ return {0, wait_for(0), wait_for(want - 1), flying, mode}
 _LOOK = (
     _PRELUDE
     + """
-local mode = redis.call('HGET', KEYS[3], 'mode')
-local share = redis.call('HGET', KEYS[3], 'share') or '1'
-local ttl = redis.call('PTTL', KEYS[3])
-if not mode or mode == 'normal' or ttl <= 0 then
-  mode = 'normal'
-  share = '1'
-  ttl = 0
-end
-local before = redis.call('GETSET', KEYS[4], mode) or 'normal'
-if before == mode then before = '' end
+"""
+    + note_pace("KEYS[3]", "KEYS[4]")
+    + """
 local step = 0
 if mode == 'slowed' then step = tonumber(ARGV[4]) end
 local gate = gated(step, ARGV[5])

@@ -29,7 +29,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from app.delivery.send.budget import PACE_KEY, PACE_SEEN_KEY
+from app.delivery.send.budget import PACE_KEY, PACE_SEEN_KEY, note_pace
 from app.instagram.classify import PACE_LIMIT_CODES
 from app.instagram.graph import Usage
 
@@ -68,19 +68,7 @@ return {before, 'slowed'}
 # KEYS[1] the pace hash, KEYS[2] the mode last noted. The pace now ({mode, share, ms left}, as
 # `current` reads it) and the mode it replaces in KEYS[2] ('' when unchanged): one read and
 # one note in one script, so two notes of one change cannot both see it.
-_NOTE = """
-local mode = redis.call('HGET', KEYS[1], 'mode')
-local share = redis.call('HGET', KEYS[1], 'share')
-local ttl = redis.call('PTTL', KEYS[1])
-if not mode or mode == 'normal' or ttl <= 0 then
-  mode = 'normal'
-  share = '1'
-  ttl = 0
-end
-local before = redis.call('GETSET', KEYS[2], mode) or 'normal'
-if before == mode then before = '' end
-return {mode, share or '1', ttl, before}
-"""
+_NOTE = note_pace("KEYS[1]", "KEYS[2]") + "\nreturn {mode, share, ttl, before}\n"
 
 
 @dataclass(frozen=True, slots=True)

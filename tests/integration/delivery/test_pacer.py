@@ -72,6 +72,25 @@ async def _deliver_granted(resources: Resources, world: World, rows: list[DmLog]
         assert report.private == "SENT", report
 
 
+async def _drain_grants(
+    resources: Resources, world: World, rows: list[DmLog], *, order: list[DmLog] | None = None
+) -> None:
+    """Send each batch the pacer grants (the last send of one grants the next) until no row
+    of `rows` holds a grant, each batch in `order` when given."""
+    for _ in range(len(rows)):
+        granted = [
+            r
+            for r in rows
+            if (log := await world.log(r.id)).pr_state is LegState.PENDING
+            and log.pr_granted_at is not None
+        ]
+        if not granted:
+            return
+        if order is not None:
+            granted.sort(key=order.index)
+        await _deliver_granted(resources, world, granted)
+
+
 async def test_a_full_budget_leaves_the_comment_to_the_pacer_without_a_job(world: World) -> None:
     resources = world.resources
     await _fill(resources, world.account_id, resources.settings.private_replies_per_hour)
@@ -251,16 +270,7 @@ async def test_losing_redis_mid_backlog_neither_exceeds_the_cap_nor_loses_a_row(
     # every fan gets exactly one message.
     roomy = _with_cap(world.resources, 9)
     assert (await pace_account(roomy, world.account_id)).granted == batch_size(9)
-    for _ in range(len(rows)):
-        granted = [
-            r
-            for r in rows
-            if (log := await world.log(r.id)).pr_state is LegState.PENDING
-            and log.pr_granted_at is not None
-        ]
-        if not granted:
-            break
-        await _deliver_granted(roomy, world, granted)
+    await _drain_grants(roomy, world, rows)
     assert await _backlog_since(world) is None, "nothing is left waiting: the backlog is over"
     for row in rows:
         assert (await world.log(row.id)).pr_state is LegState.SENT
@@ -309,16 +319,7 @@ async def test_after_losing_redis_a_backlog_resumes_at_once_in_deadline_order(
     assert world.stats(survivor.trigger_id)["send_requests"] == 0
 
     # Then the backlog drains, a batch at a time, each comment answered once, oldest first.
-    for _ in range(len(rows)):
-        granted = [
-            r
-            for r in rows
-            if (log := await world.log(r.id)).pr_state is LegState.PENDING
-            and log.pr_granted_at is not None
-        ]
-        if not granted:
-            break
-        await _deliver_granted(resources, world, sorted(granted, key=by_deadline.index))
+    await _drain_grants(resources, world, rows, order=by_deadline)
     for row in rows:
         assert (await world.log(row.id)).pr_state is LegState.SENT
         assert world.stats(row.trigger_id)["send_requests"] == 1
