@@ -36,6 +36,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from redis.commands.core import AsyncScript
 from saq import Job, Queue, Status, Worker
 from saq.job import ABORT_ID_PREFIX
 from saq.queue.redis import RedisQueue
@@ -157,10 +158,19 @@ class LeanRedisQueue(RedisQueue):
     payload is gone (`_DROP_MISSING`), which nobody can run.
     """
 
+    def _script(self, source: str) -> AsyncScript:
+        # Registered on first use and kept: registering hashes the whole text each time.
+        scripts: dict[str, AsyncScript] | None = getattr(self, "_scripts", None)
+        if scripts is None:
+            scripts = {}
+            self._scripts = scripts
+        script = scripts.get(source)
+        if script is None:
+            script = scripts[source] = self.redis.register_script(source)
+        return script
+
     async def sweep(self, lock: int = 60, abort: float = 5.0) -> list[str]:
-        drop = getattr(self, "_drop_missing", None)
-        if drop is None:
-            drop = self._drop_missing = self.redis.register_script(_DROP_MISSING)
+        drop = self._script(_DROP_MISSING)
         dropped: list[bytes] = await drop(keys=[self._active, self._incomplete])
         return [job_id.decode() for job_id in dropped]
 
@@ -170,9 +180,7 @@ class LeanRedisQueue(RedisQueue):
         poll_interval: float = 0.0,
     ) -> Job | None:
         if await self.version() >= (6, 2, 0):
-            take = getattr(self, "_take_waiting", None)
-            if take is None:
-                take = self._take_waiting = self.redis.register_script(_TAKE_WAITING)
+            take = self._script(_TAKE_WAITING)
             taken = await take(keys=[self._queued, self._active])
             if taken:
                 # A payload gone between being queued and taken gives None, as SAQ's own does.
@@ -193,17 +201,13 @@ class LeanRedisQueue(RedisQueue):
             await super()._update(job, status, **kwargs)
             return
         job.status = status
-        mark = getattr(self, "_mark_script", None)
-        if mark is None:
-            mark = self._mark_script = self.redis.register_script(_MARK)
+        mark = self._script(_MARK)
         await mark(keys=[job.id], args=[self.serialize(job), job.status])
 
     async def _finish(
         self, job: Job, status: Status, *, result: Any = None, error: str | None = None
     ) -> None:
-        finish = getattr(self, "_finish_script", None)
-        if finish is None:
-            finish = self._finish_script = self.redis.register_script(_FINISH)
+        finish = self._script(_FINISH)
         # SAQ's `ttl`: seconds to keep the finished job, 0 for ever, below 0 not at all.
         payload = self.serialize(job) if job.ttl >= 0 else b""
         await finish(
