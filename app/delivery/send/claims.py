@@ -6,9 +6,10 @@
   and within its attempt budget, and in the same statement claims the person for the campaign
   (INSERT … ON CONFLICT on `campaign_recipients`, for the purpose the message serves: the
   comment's private reply, or the reveal after a tap or a DM; prompts and follow-ups claim no
-  person), reserves the monthly quota (conditional upsert), moves the leg to IN_FLIGHT (or
-  SKIPPED_DEDUP / SKIPPED_QUOTA) and inserts the `delivery_attempts` row. Of any number of
-  racing workers exactly one gets IN_FLIGHT back; only that one may call Meta.
+  person), reserves the monthly quota when the workspace has one (conditional upsert), moves
+  the leg to IN_FLIGHT (or SKIPPED_DEDUP / SKIPPED_QUOTA) and inserts the `delivery_attempts`
+  row. Of any number of racing workers exactly one gets IN_FLIGHT back; only that one may call
+  Meta.
 - `claim_public_reply`: the same for the public-reply leg (no person, no quota).
 - Both claim only while the account can send (active, or an automatic pause that has run
   out, as `account_state.gate_for` reads it): a 368 or 190 that another job met after this
@@ -163,8 +164,10 @@ WITH target AS (
     SELECT d.id, d.workspace_id, d.campaign_id, d.recipient_id,
            (CAST(:purpose AS varchar) IS NOT NULL
             AND d.campaign_id IS NOT NULL AND d.recipient_id IS NOT NULL
-            AND COALESCE(c.once_per_person, true)) AS once
+            AND COALESCE(c.once_per_person, true)) AS once,
+           w.monthly_dm_quota IS NOT NULL AS capped
     FROM dm_logs d JOIN instagram_accounts a ON a.id = d.account_id
+    JOIN workspaces w ON w.id = d.workspace_id
     LEFT JOIN campaigns c ON c.id = d.campaign_id
     WHERE d.id = :id AND d.pr_state = 'PENDING' AND d.pr_attempts < d.pr_attempt_limit
       AND (d.pr_next_attempt_at IS NULL OR d.pr_next_attempt_at <= now() + {DUE_TOLERANCE})
@@ -190,16 +193,16 @@ quota AS (
         RESERVE_UPSERT.format(
             source="SELECT t.workspace_id, CAST(:month AS date), 1 FROM target t "
             "JOIN person_ok p ON p.id = t.id JOIN workspaces w ON w.id = t.workspace_id "
-            "WHERE p.ok AND COALESCE(w.monthly_dm_quota, 1) >= 1"
+            "WHERE p.ok AND t.capped AND w.monthly_dm_quota >= 1"
         )
     }
 ),
 verdict AS (
     SELECT p.id,
            CASE WHEN NOT p.ok THEN 'SKIPPED_DEDUP'
-                WHEN NOT EXISTS (SELECT 1 FROM quota) THEN 'SKIPPED_QUOTA'
+                WHEN t.capped AND NOT EXISTS (SELECT 1 FROM quota) THEN 'SKIPPED_QUOTA'
                 ELSE 'IN_FLIGHT' END AS state
-    FROM person_ok p
+    FROM person_ok p JOIN target t ON t.id = p.id
 ),
 leg AS (
     UPDATE dm_logs d SET

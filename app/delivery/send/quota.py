@@ -1,10 +1,15 @@
 """The workspace's monthly DM quota: one counter row per (workspace, UTC month).
 
 A reservation is a conditional upsert: it adds one only while the counter is below
-`workspaces.monthly_dm_quota` (NULL = no cap of ours), so two workers can never both take the
-last DM of the month. The private-reply claim embeds the same upsert in its single statement
-(`RESERVE_UPSERT`); a definite rejection gives the reservation back in the month it was taken,
-an ambiguous one keeps it.
+`workspaces.monthly_dm_quota`, so two workers can never both take the last DM of the month. The
+private-reply claim embeds the same upsert in its single statement (`RESERVE_UPSERT`); a
+definite rejection gives the reservation back in the month it was taken, an ambiguous one keeps
+it.
+
+Only a workspace with a cap (`monthly_dm_quota` set) is counted. The counter is one row that
+every claim of the workspace would lock until its commit: counting an uncapped workspace too
+made all of its claims wait on each other, one WAL flush after another, for a figure nothing
+reads. A cap set during a month therefore counts the DMs claimed from then on.
 """
 
 from __future__ import annotations
@@ -30,9 +35,10 @@ RETURNING u.month
 _RESERVE = text(
     RESERVE_UPSERT.format(
         source="SELECT w.id, CAST(:month AS date), 1 FROM workspaces w "
-        "WHERE w.id = :workspace_id AND COALESCE(w.monthly_dm_quota, 1) >= 1"
+        "WHERE w.id = :workspace_id AND w.monthly_dm_quota >= 1"
     )
 )
+_CAPPED = text("SELECT monthly_dm_quota IS NOT NULL FROM workspaces WHERE id = :workspace_id")
 _RELEASE = text(
     "UPDATE usage_counters SET dms_reserved = dms_reserved - 1 "
     "WHERE workspace_id = :workspace_id AND month = :month AND dms_reserved > 0"
@@ -61,9 +67,12 @@ def usage_month(now: datetime | None = None) -> date:
 
 
 async def reserve(conn: AsyncConnection, workspace_id: int, month: date | None = None) -> bool:
-    """Take one DM of the month's quota; False when it is used up."""
+    """Take one DM of the month's quota; False when it is used up. A workspace without a cap
+    is not counted, and always has one to take."""
     params = {"workspace_id": workspace_id, "month": month or usage_month()}
-    return (await conn.execute(_RESERVE, params)).first() is not None
+    if (await conn.execute(_RESERVE, params)).first() is not None:
+        return True
+    return (await conn.execute(_CAPPED, {"workspace_id": workspace_id})).scalar() is False
 
 
 async def release(conn: AsyncConnection, workspace_id: int, month: date) -> None:

@@ -141,6 +141,9 @@ async def test_dms_count_against_the_quota_but_not_the_hourly_private_reply_budg
 
     hooks = Hooks(world)
     await two_step_campaign(world, dm_trigger_enabled=True)
+    await world.execute(
+        "UPDATE workspaces SET monthly_dm_quota = 2 WHERE id = :id", id=world.workspace_id
+    )
     # The account's hourly private-reply budget is full: comments wait, DMs do not.
     budget = HourlyBudget(
         world.resources.redis, limit=world.resources.settings.private_replies_per_hour

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
+from sqlalchemy import text
 
 from app.db.engine import autocommit
 from app.db.models import LegState
@@ -56,6 +57,31 @@ async def test_quota_is_taken_by_exactly_as_many_as_it_allows(world: World) -> N
         assert (await quota.usage(conn, limited.workspace_id)).remaining == 0
         await quota.release(conn, limited.workspace_id, quota.usage_month())
         assert (await quota.usage(conn, limited.workspace_id)).reserved == 2
+
+
+async def test_a_workspace_without_a_cap_is_not_counted(world: World) -> None:
+    # Every claim of a counted workspace locks its month's counter row until it commits;
+    # without a cap there is nothing to count, so the claims do not queue behind each other.
+    comments = [await world.comment(name) for name in ("jane.doe", "marco_rossi", "olga.petrova")]
+    reports = await asyncio.gather(
+        *(deliver(world.resources, worker_id="w", dm_log_id=c.id) for c in comments)
+    )
+    assert [report.private for report in reports] == ["SENT"] * 3
+    async with autocommit(world.resources.engine) as conn:
+        counters = await conn.scalar(text("SELECT count(*) FROM usage_counters"))
+        assert counters == 0
+        assert await quota.reserve(conn, world.workspace_id)
+        assert (await quota.usage(conn, world.workspace_id)).remaining is None
+
+    # With a cap set, the month counts from then on.
+    await world.execute("UPDATE workspaces SET monthly_dm_quota = 1")
+    capped = await world.comment("zoe.lefevre")
+    assert (await deliver(world.resources, worker_id="w", dm_log_id=capped.id)).private == "SENT"
+    assert await _reserved(world) == 1
+    over = await world.comment(await world.new_fan("li.wei"))
+    assert (await deliver(world.resources, worker_id="w", dm_log_id=over.id)).private == (
+        "SKIPPED_QUOTA"
+    )
 
 
 async def _reserved(world: World) -> int:
