@@ -34,6 +34,7 @@ from app.db.models import (
     CampaignScope,
     CampaignStatus,
     CampaignTrigger,
+    DeliveryTotal,
     DmLog,
     InstagramAccount,
     LegState,
@@ -381,6 +382,8 @@ class CampaignSummary:
     failed_today: int
     unconfirmed_today: int
     skipped_today: int
+    # Deliveries not yet sent, whatever day their comment came: PENDING (or being sent).
+    waiting: int = 0
     trigger: CampaignTrigger = CampaignTrigger.COMMENTS
     story_id: str | None = None
     story_expires_at: datetime | None = None
@@ -406,7 +409,9 @@ async def list_campaigns(
     since: datetime | None = None,
 ) -> list[CampaignSummary]:
     """The workspace's campaigns (archived ones only when asked) with today's DM counts:
-    `since` is the start of the workspace's day (midnight UTC when not given)."""
+    `since` is the start of the workspace's day (midnight UTC when not given), and how many
+    of each campaign's deliveries are still waiting, from the kept totals (a few rows per
+    campaign, `uq_delivery_totals_key`) rather than a count over its deliveries."""
     state = DmLog.pr_state
     today = (
         select(
@@ -418,6 +423,15 @@ async def list_campaigns(
         )
         .where(DmLog.workspace_id == workspace_id, DmLog.created_at >= (since or start_of_today()))
         .group_by(DmLog.campaign_id)
+        .subquery()
+    )
+    waiting = (
+        select(
+            DeliveryTotal.campaign_id.label("campaign_id"),
+            func.sum(DeliveryTotal.unsettled).label("waiting"),
+        )
+        .where(DeliveryTotal.workspace_id == workspace_id)
+        .group_by(DeliveryTotal.campaign_id)
         .subquery()
     )
     status_filter = (
@@ -433,9 +447,11 @@ async def list_campaigns(
             func.coalesce(today.c.failed, 0),
             func.coalesce(today.c.unconfirmed, 0),
             func.coalesce(today.c.skipped, 0),
+            func.coalesce(waiting.c.waiting, 0),
         )
         .join(InstagramAccount, InstagramAccount.id == Campaign.account_id)
         .outerjoin(today, today.c.campaign_id == Campaign.id)
+        .outerjoin(waiting, waiting.c.campaign_id == Campaign.id)
         .where(Campaign.workspace_id == workspace_id, status_filter)
         .order_by(
             case(
@@ -466,11 +482,12 @@ async def list_campaigns(
             failed_today=failed,
             unconfirmed_today=unconfirmed,
             skipped_today=skipped,
+            waiting=int(pending),
             trigger=c.trigger,
             story_id=c.story_id,
             story_expires_at=c.story_expires_at,
         )
-        for c, username, sent, failed, unconfirmed, skipped in rows.all()
+        for c, username, sent, failed, unconfirmed, skipped, pending in rows.all()
     ]
 
 

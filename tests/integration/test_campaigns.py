@@ -404,7 +404,7 @@ async def test_activating_an_unbound_next_post_draft_rearms_it_from_now(
     )
 
 
-async def test_the_list_shows_todays_counts(
+async def test_the_list_shows_todays_counts_and_what_waits(
     owner: tuple[Client, int], resources: Resources
 ) -> None:
     client, account_id = owner
@@ -442,6 +442,17 @@ async def test_the_list_shows_todays_counts(
                 created_at=datetime.now(UTC) - timedelta(days=1, hours=1),
             )
         )
+        session.add(  # yesterday's comment still waiting for its DM: waiting counts it
+            DmLog(
+                workspace_id=campaign.workspace_id,
+                account_id=account_id,
+                campaign_id=campaign_id,
+                trigger_kind=TriggerKind.COMMENT,
+                trigger_id="old-waiting",
+                pr_state=LegState.PENDING,
+                created_at=datetime.now(UTC) - timedelta(days=1, hours=1),
+            )
+        )
     listing = await client.get("/campaigns")
     assert "2 sent" in listing.text
     assert "1 not sent" in listing.text
@@ -452,6 +463,13 @@ async def test_the_list_shows_todays_counts(
         f'href="/log?state=UNCONFIRMED&amp;campaign={campaign_id}&amp;from={today}"' in listing.text
     )
     assert "2 maybe sent" in listing.text
+    # Comments waiting for their DM, today's and older, linked to just those rows.
+    waiting = re.search(r'<a class="count-waiting" href="([^"]+)"[^>]*>([^<]+)</a>', listing.text)
+    assert waiting is not None
+    assert waiting.groups() == (f"/log?state=PENDING&amp;campaign={campaign_id}", "2 waiting")
+    log = await client.get(f"/log?state=PENDING&campaign={campaign_id}")
+    assert log.status_code == 200
+    assert log.text.count('class="log-row"') == 2
 
 
 async def test_another_workspace_gets_404_for_campaigns_it_does_not_own(
