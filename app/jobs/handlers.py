@@ -45,6 +45,7 @@ async def purge_expired(ctx: dict[str, Any]) -> dict[str, int]:
         "idempotency_hits": purged.idempotency_hits,
         "link_click_day_people": purged.link_click_day_people,
         "link_click_days": purged.link_click_days,
+        "link_click_quarters": purged.link_click_quarters,
     }
 
 

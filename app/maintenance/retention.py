@@ -7,8 +7,12 @@ link each day (`link_click_days`) and who they were (`link_click_day_people`, wh
 a person from counting twice in a day) are kept for the days the funnel shows and a change of
 zone counts again (the last 31 local days, `app.clicks.day_recount`), a day to spare for a
 zone ahead of UTC: no page or recount reads an older day, and a click older than that, copied
-late, could only count again on a day no page shows (and is forgotten with it). The other kept
-counts of taps (per hour, per person) hold a campaign's totals and stay.
+late, could only count again on a day no page shows (and is forgotten with it). The taps kept
+per 15-minute slice (`link_click_quarters`) serve only the charts' hours that a local bucket
+starts inside (`app.delivery_log.charts`), whose longest range is the last 30 local days: a
+slice is kept 32 days, the same horizon, more than those 30 days plus the hour a change of
+daylight saving time adds. The other kept counts of taps (per hour, per person) hold a
+campaign's totals and stay.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import Date, cast, delete, func, literal, select, tuple_
+from sqlalchemy import Date, cast, delete, func, literal, select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import (
@@ -33,6 +37,25 @@ HITS_RETENTION = timedelta(days=7)
 # Days before today in UTC: every zone's day 31 days back is on or after it.
 CLICK_DAYS_KEPT_DAYS = 32
 BATCH = 5_000
+# A slice is kept as long as the days are: the charts' 30 local days never reach that far back.
+CLICK_QUARTERS_RETENTION = timedelta(days=CLICK_DAYS_KEPT_DAYS)
+# Slices have no index led by their time: each workspace's old ones are one range of
+# `ix_link_click_quarters_ws_quarter` (workspace, quarter), a batch in all.
+_OLD_QUARTERS = text(
+    """
+DELETE FROM link_click_quarters q
+USING (
+    SELECT o.campaign_id, o.quarter, o.button FROM workspaces w
+    CROSS JOIN LATERAL (
+        SELECT campaign_id, quarter, button FROM link_click_quarters
+        WHERE workspace_id = w.id AND quarter < now() - :kept
+        LIMIT :batch
+    ) o
+    LIMIT :batch
+) old
+WHERE q.campaign_id = old.campaign_id AND q.quarter = old.quarter AND q.button = old.button
+"""
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +65,7 @@ class Purged:
     idempotency_hits: int = 0
     link_click_day_people: int = 0
     link_click_days: int = 0
+    link_click_quarters: int = 0
 
 
 async def purge_expired(session: AsyncSession) -> Purged:
@@ -94,10 +118,14 @@ async def purge_expired(session: AsyncSession) -> Purged:
             )
         )
     )
+    quarters = await session.execute(
+        _OLD_QUARTERS, {"kept": CLICK_QUARTERS_RETENTION, "batch": BATCH}
+    )
     return Purged(
         idempotency_keys=getattr(keys, "rowcount", 0),
         webhook_events=getattr(events, "rowcount", 0),
         idempotency_hits=getattr(hits, "rowcount", 0),
         link_click_day_people=getattr(day_people, "rowcount", 0),
         link_click_days=getattr(days, "rowcount", 0),
+        link_click_quarters=getattr(quarters, "rowcount", 0),
     )

@@ -11,12 +11,13 @@ from itertools import count
 from zoneinfo import ZoneInfo
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import text, update
 
 from app.clicks.recorder import SpooledClick, copy_clicks
 from app.clicks.visitors import Visit
 from app.db.models import LegState, LinkVisit, Workspace
 from app.delivery_log.charts import Span, Timeline, timeline
+from app.maintenance import retention
 from app.resources import Resources
 from app.settings import Settings
 from tests.support.log_data import Creator, add_campaign, add_log, signed_in_creator
@@ -282,3 +283,51 @@ async def test_deliveries_land_in_their_local_bucket_off_the_utc_hour(
                         expected[at] = expected.get(at, 0) + 1
                 assert nonzero(chart, "sent") == expected
                 assert len(expected) >= 2  # both sides of a start inside a UTC hour
+
+
+async def test_retention_forgets_tap_slices_older_than_any_chart_shows(
+    resources: Resources, owner: Creator
+) -> None:
+    """The taps kept per 15-minute slice go once they are older than the oldest slice a
+    30-day chart reads in any zone (its first local midnight, in zones from UTC-11 to UTC+14
+    and one 45 minutes off the hour); the chart shows what it showed."""
+    kathmandu = ZoneInfo("Asia/Kathmandu")
+    now = datetime.now(UTC)
+    row = await add_log(resources, owner, state=LegState.SENT, created_at=now - timedelta(days=3))
+    first_midnights = [
+        datetime.combine(now.astimezone(zone).date() - timedelta(days=29), time.min, zone)
+        for zone in (ZoneInfo("Pacific/Kiritimati"), ZoneInfo("Pacific/Pago_Pago"), kathmandu)
+    ]
+    kept = [*first_midnights, now - timedelta(days=2), now]
+    old = [now - timedelta(days=33), now - timedelta(days=400)]
+    for moment in kept + old:
+        await tap(resources, row, moment, LinkVisit.CLICK)
+    # A tap ten minutes before Kathmandu's first midnight shares its UTC hour, split in two.
+    await tap(resources, row, first_midnights[-1] - timedelta(minutes=10), LinkVisit.CLICK)
+
+    async def chart() -> Timeline:
+        async with resources.sessionmaker() as session:
+            return await timeline(
+                session,
+                workspace_id=owner.workspace_id,
+                span=Span.DAYS,
+                zone=kathmandu,
+                now=now,
+            )
+
+    async def slices() -> list[datetime]:
+        async with resources.engine.connect() as conn:
+            found = await conn.execute(
+                text("SELECT quarter FROM link_click_quarters ORDER BY quarter")
+            )
+            return list(found.scalars())
+
+    shown = await chart()
+    assert shown.taps[0] >= 1  # the first midnight's tap, from its split hour's slices
+    before = await slices()
+    async with resources.sessionmaker() as session, session.begin():
+        purged = await retention.purge_expired(session)
+    assert purged.link_click_quarters == len(old)
+    assert await slices() == [q for q in before if q >= now - timedelta(days=32)]
+    assert len(await slices()) == len(before) - len(old)
+    assert await chart() == shown

@@ -158,6 +158,7 @@ async def test_enqueued_job_runs_in_the_worker_and_purges_expired_keys(
             "idempotency_hits": 1,
             "link_click_day_people": 0,
             "link_click_days": 0,
+            "link_click_quarters": 0,
         }
         async with resources.engine.connect() as conn:
             left = (await conn.execute(text("SELECT key FROM idempotency_keys"))).scalars().all()
