@@ -68,17 +68,19 @@ def local_time(
     relative: bool = False,
     text: str | None = None,
     now: datetime | None = None,
+    seconds: bool = True,
 ) -> Markup:
     """`value` as a `<time>` in `zone`, the UTC time in its title. Without `fmt`: the time of
-    day, with the date in front when it is not today in that zone; `relative`: "in 6 d";
-    `text`: the caller's words (a countdown) over the same hover."""
+    day (to the minute when not `seconds`), with the date in front when it is not today in
+    that zone; `relative`: "in 6 d"; `text`: the caller's words (a countdown) over the same
+    hover."""
     if value is None:
         return Markup("—")
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     local = value.astimezone(zone)
     if text is None:
-        text = _shown(value, local, zone, fmt, relative=relative, now=now)
+        text = _shown(value, local, zone, fmt, relative=relative, now=now, seconds=seconds)
     name = str(zone)
     utc = value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     title = utc if name == "UTC" else f"{local.strftime('%Y-%m-%d %H:%M:%S')} {name} · {utc}"
@@ -95,6 +97,7 @@ def _shown(
     *,
     relative: bool,
     now: datetime | None,
+    seconds: bool = True,
 ) -> str:
     if relative:
         return _timeago(value, now)
@@ -102,7 +105,7 @@ def _shown(
         return local.strftime(fmt)
     today = (now or datetime.now(UTC)).astimezone(zone).date()
     day = "" if local.date() == today else local.strftime("%b %d ")
-    return day + local.strftime("%H:%M:%S")
+    return day + local.strftime("%H:%M:%S" if seconds else "%H:%M")
 
 
 @pass_context
@@ -112,8 +115,10 @@ def _local_time_filter(
     fmt: str | None = None,
     relative: bool = False,
     text: str | None = None,
+    *,
+    seconds: bool = True,
 ) -> Markup:
-    return local_time(value, _zone(context), fmt, relative=relative, text=text)
+    return local_time(value, _zone(context), fmt, relative=relative, text=text, seconds=seconds)
 
 
 def _configure(engine: JinjaTemplateEngine) -> None:
