@@ -31,7 +31,7 @@ from app.jobs.registry import JOB_OPTIONS
 from app.logs import configure_logging
 from app.resources import Resources
 from app.settings import Settings, SettingsError, load_settings
-from app.web.bounded_protocol import BoundedHeadProtocol
+from app.web.bounded_protocol import KEEP_ALIVE_S, bounded_protocol
 from app.workspaces.invites import InviteCreated, create_invite, invite_link, parse_invite_role
 from app.workspaces.members import WorkspaceChoice, workspaces_of
 from app.workspaces.roles import Problem
@@ -155,7 +155,8 @@ def _serve(settings: Settings, host: str, port: int) -> int:
         # Only the reverse proxy's forwarded headers count; uvicorn ignores everyone else's.
         forwarded_allow_ips=list(settings.trusted_proxies),
         timeout_graceful_shutdown=10,
-        http=BoundedHeadProtocol,
+        timeout_keep_alive=KEEP_ALIVE_S,
+        http=bounded_protocol(settings.request_read_timeout_s),
     )
     return 0
 

@@ -68,6 +68,10 @@ class Settings:
     # public addresses, unless this lets it ask the loopback interface (development, tests).
     image_check_allow_loopback: bool = False
     image_check_timeout_s: float = 5.0
+    # How long the web server waits for a request's line and headers in all, and for each
+    # next piece of a body it was promised; then it answers 408 and hangs up
+    # (app.web.bounded_protocol).
+    request_read_timeout_s: float = 10.0
     # Public replies under comments per account per budget window: a budget of their own, so
     # they never take a private reply's slot (Meta counts them in the account's Instagram
     # usage, not in the 750 private replies).
@@ -151,6 +155,9 @@ def load_settings(
         ),
         image_check_timeout_s=reader.optional(
             "IMAGE_CHECK_TIMEOUT_S", _float_between(0.5, 30.0), 5.0
+        ),
+        request_read_timeout_s=reader.optional(
+            "REQUEST_READ_TIMEOUT_S", _float_between(0.5, 300.0), 10.0
         ),
     )
 

@@ -151,6 +151,9 @@ def target(test_env: dict[str, str], artifacts_dir: Path) -> Iterator[Target]:
     with start_sandbox(sandbox_env(test_env), log_dir=log_dir) as sandbox:
         port = free_port()
         env = web_env_for(test_env, sandbox.base_url, f"http://127.0.0.1:{port}")
+        # The slow clients of test_hostile_transport hang for as long as the test needs them
+        # to, on a machine however busy; test_slow_clients checks the cut-off on its own web.
+        env["REQUEST_READ_TIMEOUT_S"] = "120"
         known_ids = asyncio.run(_seed(env))
         neighbour = asyncio.run(_seed_neighbour(env))
         web = start_debug_web(env, port, log_dir)

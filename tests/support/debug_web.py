@@ -12,7 +12,7 @@ import uvicorn
 from app.asgi import create_app
 from app.logs import configure_logging
 from app.settings import load_settings
-from app.web.bounded_protocol import BoundedHeadProtocol
+from app.web.bounded_protocol import KEEP_ALIVE_S, bounded_protocol
 
 
 def main() -> None:
@@ -26,7 +26,8 @@ def main() -> None:
         access_log=False,
         loop="none",
         timeout_graceful_shutdown=10,
-        http=BoundedHeadProtocol,
+        timeout_keep_alive=KEEP_ALIVE_S,
+        http=bounded_protocol(settings.request_read_timeout_s),
     )
     asyncio.run(uvicorn.Server(config).serve(), debug=True)
 

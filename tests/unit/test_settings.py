@@ -35,6 +35,7 @@ def test_valid_environment_loads_with_documented_defaults() -> None:
     assert settings.encryption_key == bytes.fromhex("11" * 32)
     assert [name for name, _ in settings.webhook_secrets] == ["instagram", "meta"]
     assert settings.cookie_secure is False
+    assert settings.request_read_timeout_s == 10.0
 
 
 @pytest.mark.parametrize("name", REQUIRED)
@@ -64,6 +65,8 @@ def test_each_missing_required_setting_is_named(name: str) -> None:
         ("TRUSTED_PROXIES", "10.0.0.1,*", "not an IP address or network"),
         ("METRICS_TOKEN", "short", "at least 16 characters"),
         ("WORKER_METRICS_PORT", "0", "between 1 and 65535"),
+        ("REQUEST_READ_TIMEOUT_S", "0", "between 0.5 and 300"),
+        ("REQUEST_READ_TIMEOUT_S", "soon", "expected a number"),
     ],
 )
 def test_malformed_settings_name_the_variable_and_the_problem(
