@@ -207,20 +207,31 @@ def wait_all_sent(database_url: str, count: int, stall_s: float = 60.0) -> dict[
     """Wait until `count` rows have settled; give up only when none settled for `stall_s`
     seconds (a busy machine is slow, a stuck worker makes no progress)."""
     settled_before, deadline = -1, 0.0
-    # Named as an observer: the CPU split leaves this connection's backend out.
+    # Named as an observer: the CPU split leaves this connection's backend out. It still
+    # shares the cores with what it measures, so it polls the kept counts (a few rows), not
+    # dm_logs (a count over every row, 3 ms each time at 5,000 rows: 3% of a core).
     with psycopg.connect(database_url, autocommit=True, application_name=OBSERVER) as conn:
         while True:
-            states: dict[str, int] = dict(
-                conn.execute("SELECT pr_state, count(*) FROM dm_logs GROUP BY 1").fetchall()
-            )
-            settled = sum(v for k, v in states.items() if k not in ("PENDING", "IN_FLIGHT"))
-            if states.get("SENT", 0) >= count or settled >= count:
-                return states
+            row = conn.execute(_SETTLED).fetchone()
+            sent, settled = (int(row[0]), int(row[1])) if row is not None else (0, 0)
+            if sent >= count or settled >= count:
+                break
             if settled > settled_before:
                 settled_before, deadline = settled, time.monotonic() + stall_s
             elif time.monotonic() > deadline:
-                return states
+                break
             time.sleep(0.1)
+        return dict(conn.execute("SELECT pr_state, count(*) FROM dm_logs GROUP BY 1").fetchall())
+
+
+# Rows sent, and rows settled (in any final state), from the counts the database keeps.
+_SETTLED = """
+SELECT COALESCE(sum(sent), 0),
+       COALESCE(sum(sent + failed + unconfirmed + skipped_dedup + skipped_rate_limit
+                     + skipped_quota + skipped_window_expired + skipped_account_paused
+                     + skipped_campaign_inactive), 0)
+FROM delivery_totals
+"""
 
 
 def run(n: int) -> dict[str, Any]:
