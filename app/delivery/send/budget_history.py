@@ -14,7 +14,8 @@ backlog standing still. And the grant is given up in the same statement (`pr_gra
 cleared), so the pacer grants the row again at once, in its deadline's place: a job that
 still carries the old grant finds it replaced and sends nothing (a claim is one row's, so
 never two sends). A slot whose job was lost counts until it ages out of the window: the cap
-holds whatever became of it.
+holds whatever became of it. The public replies' budget is rebuilt the same way from their own
+attempts and grants (`pub_granted_at`).
 
 Ages are computed by PostgreSQL and turned into scores by Redis, so the two clocks never have
 to agree.
@@ -89,9 +90,22 @@ def account_budget(resources: Resources) -> HourlyBudget:
 
 
 # A public reply Meta may have counted: in flight, posted, or ambiguous; and a public reply
-# the pacer granted a slot that has not been claimed yet.
+# the pacer granted a slot that has not been claimed yet, counted as used since the grant and
+# the grant given up in the same statement, as the private replies' are (above): the pacer
+# grants it again at once rather than after `GRANT_TTL_S`.
 _PUBLIC_HISTORY = text(
     """
+WITH granted AS (
+    SELECT d.id, d.pub_granted_at FROM dm_logs d
+    WHERE d.account_id = :account_id AND d.pub_state = 'PENDING'
+      AND d.pub_granted_at IS NOT NULL
+    FOR UPDATE
+),
+given_up AS (
+    UPDATE dm_logs d SET pub_granted_at = NULL
+    FROM granted g WHERE d.id = g.id AND d.pub_granted_at = g.pub_granted_at
+    RETURNING d.id, g.pub_granted_at AS granted_at
+)
 SELECT 'a:' || t.id AS member,
        CASE WHEN t.finished_at IS NULL THEN -CAST(:in_flight AS bigint)
             ELSE CAST(EXTRACT(EPOCH FROM now() - t.finished_at) * 1000 AS bigint) END AS age
@@ -100,12 +114,11 @@ WHERE d.account_id = :account_id AND t.leg = 'public_reply'
   AND (t.classification IS NULL OR t.classification IN ('sent', 'ambiguous'))
   AND COALESCE(t.finished_at, now()) > now() - make_interval(secs => :window)
 UNION ALL
-SELECT 'g:' || d.id || ':'
-           || CAST(EXTRACT(EPOCH FROM d.pub_granted_at) * 1000000 AS bigint) AS member,
-       CAST(EXTRACT(EPOCH FROM now() - d.pub_granted_at) * 1000 AS bigint) AS age
-FROM dm_logs d
-WHERE d.account_id = :account_id AND d.pub_state = 'PENDING'
-  AND d.pub_granted_at > now() - make_interval(secs => :window)
+SELECT 'g:' || g.id || ':'
+           || CAST(EXTRACT(EPOCH FROM g.granted_at) * 1000000 AS bigint) AS member,
+       CAST(EXTRACT(EPOCH FROM now() - g.granted_at) * 1000 AS bigint) AS age
+FROM given_up g
+WHERE g.granted_at > now() - make_interval(secs => :window)
 """
 )
 

@@ -18,9 +18,10 @@ the private replies it granted in the same run. A public reply never takes a pri
 slot (the budgets are apart) and never waits in a DM's place: its job comes after the DMs the
 pacer handed out, and a public leg waiting for the DM (`recording.hold_public`) is not due.
 With nothing left to the pacer (neither waiting nor granted and not yet claimed) the account's
-mark is cleared. A grant whose job was lost is granted
-again after `GRANT_TTL_S`; two pacers of one account cannot hand out one slot twice (the rows
-are locked by the statement, the slots by the script).
+mark is cleared. A grant whose job was lost is granted again after `GRANT_TTL_S`; when Redis
+restarted and lost the queue with the budget, at once: the budget's rebuild gives up the
+grants not yet claimed (`budget_history`). Two pacers of one account cannot hand out one
+slot twice (the rows are locked by the statement, the slots by the script).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 import itertools
 import time
+from datetime import timedelta
 from pathlib import Path
 
 from sqlalchemy import text
@@ -27,6 +28,7 @@ from app.delivery.send.throttle import SLOWED, Throttle
 from app.instagram.graph import Usage
 from app.resources import Resources
 from tests.integration.delivery.conftest import World
+from tests.support import infra
 from tests.support.processes import start_worker
 from tests.support.webhooks import pending_keys
 
@@ -285,3 +287,86 @@ async def test_slowed_the_pacer_grants_public_replies_at_most_once_a_step(world:
     assert len(granted_at) >= 2, "the pacer went on granting once a step"
     # A grant's time is PostgreSQL's and its step is Redis's: the same clock to the millisecond.
     assert min(gaps) >= step_s - 0.002, f"two public grants within a step of {step_s} s: {gaps}"
+
+
+async def test_after_losing_redis_public_replies_resume_at_once_within_their_cap(
+    world: World, test_redis: infra.TestRedis
+) -> None:
+    """Redis restarts empty while granted public replies wait in the queue: their jobs are
+    lost with it. The public budget rebuilt from PostgreSQL counts those grants' slots as used
+    (the cap holds whatever became of their jobs) and gives the grants up, so the pacer's next
+    run grants them again, oldest first, not two minutes later; a job of a grant given up posts
+    nothing and gives its slot back, and every comment gets one public reply, within the cap."""
+    cap = 10
+    resources = _with_caps(world.resources, private=100, public=cap)
+    campaign = await _campaign(world, public_reply_after_dm=False)
+    public = public_reply_budget(resources)
+    # Every public leg waits for the pacer from the start.
+    await world.execute(
+        "UPDATE instagram_accounts SET pub_backlog_since = now() WHERE id = :id",
+        id=world.account_id,
+    )
+
+    async def waiting(fans: range, age_h: int) -> list[int]:
+        rows = []
+        for n in fans:
+            # Made newest first, so id order and deadline order disagree.
+            fan = await world.new_fan(f"restart.fan{n}")
+            row = await world.comment(
+                fan, campaign_id=campaign, public=True,
+                age=timedelta(hours=age_h - n),
+            )  # fmt: skip
+            report = await deliver(resources, worker_id="w", dm_log_id=row.id)
+            assert (report.private, report.public) == (
+                "SENT", "waiting for the public-reply budget",
+            )  # fmt: skip
+            rows.append(row.id)
+        return rows
+
+    async def granted(rows: list[int]) -> dict[int, int]:
+        stamps = {}
+        for row_id in rows:
+            at = (await world.log(row_id)).pub_granted_at
+            if at is not None:
+                stamps[row_id] = grant_stamp(at)
+        return stamps
+
+    first = await waiting(range(4), age_h=10)
+    assert (await pace_account(resources, world.account_id)).public_granted == 4
+    lost = await granted(first)
+    assert set(lost) == set(first)
+    # The oldest comment's reply is posted; the other three jobs are queued when Redis restarts.
+    posted, *queued = first
+    report = await deliver(resources, worker_id="w", dm_log_id=posted, public_grant=lost[posted])
+    assert report.public == "SENT"
+
+    test_redis.flush()  # a restart of a Redis that keeps nothing on disk
+
+    # New public replies wait meanwhile (their legs join the account's queue).
+    later = await waiting(range(4, 6), age_h=4)
+    paced = await pace_account(resources, world.account_id)
+    # One run grants the three given up, and the two new ones: the slots are free.
+    assert paced.public_granted == len(queued) + len(later), "public replies stood still"
+    regranted = await granted(first + later)
+    assert set(regranted) == set(queued + later)
+    assert all(regranted[i] != lost[i] for i in queued)
+    # The rebuilt budget counts the posted reply, the three grants given up and the five new.
+    assert await public.used(world.account_id) == 1 + len(queued) + len(regranted) <= cap
+    # A job of a grant given up (taken by a worker just before the restart) posts nothing and
+    # gives its slot back.
+    survivor = queued[0]
+    report = await deliver(
+        resources, worker_id="w", dm_log_id=survivor, public_grant=lost[survivor]
+    )
+    assert report.public == "granted to the pacer's job"
+    assert _replies(world, (await world.log(survivor)).trigger_id) == []
+    assert await public.used(world.account_id) == len(queued) + len(regranted)
+
+    for row_id, stamp in regranted.items():
+        report = await deliver(resources, worker_id="w", dm_log_id=row_id, public_grant=stamp)
+        assert report.public == "SENT"
+    for row_id in first + later:
+        log = await world.log(row_id)
+        assert log.pub_state is LegState.SENT
+        assert _replies(world, log.trigger_id) == ["Thank you!"]
+    assert await public.used(world.account_id) <= cap
