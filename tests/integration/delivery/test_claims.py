@@ -31,6 +31,7 @@ async def _claim(world: World, dm_log_id: int, worker: str) -> Claim | AccountUn
 
 
 async def test_sixteen_concurrent_claims_on_one_leg_one_wins(world: World) -> None:
+    await world.execute("UPDATE workspaces SET monthly_dm_quota = 1000")  # counted: capped
     row = await world.comment()
     results = await asyncio.gather(*(_claim(world, row.id, f"w{i}") for i in range(16)))
     won = [r for r in results if r is not None and r.won]
@@ -45,6 +46,7 @@ async def test_sixteen_concurrent_claims_on_one_leg_one_wins(world: World) -> No
 
 
 async def test_the_attempt_budget_holds_across_separate_jobs(world: World) -> None:
+    await world.execute("UPDATE workspaces SET monthly_dm_quota = 1000")  # counted: capped
     row = await world.comment()
     world.admin.add_fault("messages", "reject", code=80006)
     for attempt in (1, 2, 3):
@@ -119,6 +121,7 @@ async def test_a_person_claim_left_by_a_dead_row_can_be_taken_over(world: World)
 async def test_no_leg_is_claimed_while_the_account_cannot_send(
     world: World, status: str, paused_for: timedelta | None
 ) -> None:
+    await world.execute("UPDATE workspaces SET monthly_dm_quota = 1000")  # counted: capped
     row = await world.comment(public=True)
     await world.execute(
         "UPDATE instagram_accounts SET status = :status, paused_until = now() + :wait",

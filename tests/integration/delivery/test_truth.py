@@ -223,6 +223,7 @@ async def test_2534025_after_an_ambiguous_attempt_is_proof_even_after_a_failed_r
 async def test_a_claim_abandoned_before_its_request_is_sent_again_and_said_to_be(
     world: World,
 ) -> None:
+    await world.execute("UPDATE workspaces SET monthly_dm_quota = 1000")  # counted: capped
     row = await world.comment("jane.doe")
     quota_before = await _reserved(world)
     await _claim_and_die(world, row)
