@@ -634,6 +634,50 @@ async def test_the_post_picker_lists_the_accounts_media_with_live_thumbnails(
     assert 'value="999" checked' in kept.text
 
 
+async def test_without_javascript_the_form_asks_for_the_posts_and_saves_nothing(
+    connected: tuple[Client, int], resources: Resources
+) -> None:
+    client, account_id = connected
+    page = await client.get("/campaigns/new")
+    typed = _form(page.text, "/campaigns", account_id, name="Typed, not saved", media_id=None)
+    listed = await client.post("/campaigns", data=typed | {"show_posts": "1"})
+    assert listed.status_code == 200
+    assert listed.text.count('name="media_id"') == 6
+    assert "Lemon drizzle loaf" in listed.text
+    assert 'value="Typed, not saved"' in listed.text
+    assert "Nothing was saved" not in listed.text  # not an error: nothing was asked to save
+    async with resources.sessionmaker() as session:
+        assert (await session.execute(select(Campaign.id))).all() == []
+
+    # The form's one-time key was not spent on the list: the same form still saves.
+    picked = typed | {"media_id": LEMON_REEL}
+    saved = await client.post("/campaigns", data=picked, follow_redirects=False)
+    assert saved.status_code == 303
+    campaign_id = int(saved.headers["location"].split("/")[2].split("?")[0])
+    assert (await _campaign(resources, campaign_id)).media_id == LEMON_REEL
+
+    # On a saved campaign too: the edit is shown, not saved.
+    path = f"/campaigns/{campaign_id}"
+    edit = await client.get(path, headers={"accept": "text/html"})
+    changed = _form(edit.text, path, account_id, name="Renamed, not saved", version="1")
+    listed = await client.post(path, data=changed | {"show_posts": "1"})
+    assert listed.status_code == 200
+    assert 'value="Renamed, not saved"' in listed.text
+    assert f'value="{LEMON_REEL}" checked' in listed.text
+    assert (await _campaign(resources, campaign_id)).name == "Typed, not saved"
+
+    # A cursor that is not one, or an account that is not the workspace's: a sentence.
+    for extra in ({"media_after": "x" * 5000}, {"media_after": "not-a-cursor"}):
+        odd = await client.post("/campaigns", data=typed | extra)
+        assert odd.status_code == 200, extra
+        assert 'id="media-picker"' in odd.text
+    stranger = await client.post(
+        "/campaigns", data=typed | {"account_id": "987654321", "show_posts": "1"}
+    )
+    assert stranger.status_code == 200
+    assert "Choose an account to see its posts." in stranger.text
+
+
 async def test_try_a_comment_explains_the_winner_and_the_misses(
     connected: tuple[Client, int], resources: Resources
 ) -> None:

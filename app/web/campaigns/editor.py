@@ -7,7 +7,10 @@ form with errors comes back as the form partial (HTTP 422, errors next to the fi
 answers with a redirect. A save names the version it was opened at, so a save made meanwhile
 by someone else is refused (409) instead of overwritten; a live campaign must stay complete.
 The DM preview, the keyword chips and the post picker are their own small endpoints
-(`preview`, `keywords`, `media`). A campaign with a DM image is saved only once the image's
+(`preview`, `keywords`, `media`). Without JavaScript the post picker cannot load itself: its
+"Show the posts" button (and a page's "More posts") posts the whole form to the same address,
+which answers with the editor unsaved, what was typed kept, and the chosen account's posts
+listed in it to pick from (`_with_posts`). A campaign with a DM image is saved only once the image's
 host says it will do (`app.campaigns.image_check`, a few seconds at most, never blocking the
 event loop); its answer is a field error like any other.
 """
@@ -45,7 +48,7 @@ from app.campaigns.validation import (
     input_from_values,
     parse_campaign_form,
 )
-from app.db.bounds import BIGINT_MAX, parse_int
+from app.db.bounds import BIGINT_MAX, parse_id, parse_int
 from app.db.models import AccountStatus, Campaign, CampaignStatus
 from app.delivery_log.charts import Timeline, parse_span, timeline
 from app.delivery_log.clicks import campaign_clicks
@@ -53,6 +56,7 @@ from app.delivery_log.funnel import campaign_funnel
 from app.operations.idempotency import Finished, Refused
 from app.resources import Resources
 from app.web.campaigns.common import NO_STORE, campaign_not_found
+from app.web.campaigns.media import posts_context
 from app.web.campaigns.preview import preview_context
 from app.web.campaigns.report_card import NewReportLink, report_links_context
 from app.web.guards import editors_only
@@ -79,6 +83,11 @@ class Report:
 # The element the charts' range switch swaps (templates/campaigns/_charts.html).
 CHARTS_ID = "campaign-charts"
 _MUST_STAY_COMPLETE = "This campaign is live, so it must stay complete; pause it to save a draft."
+# The form's buttons that ask for the account's posts instead of a save (no JavaScript).
+SHOW_POSTS = "show_posts"
+MORE_POSTS = "media_after"
+# Meta's paging cursors are a few hundred characters; anything longer is not one.
+_MAX_CURSOR = 1024
 
 
 @get_or_head("/new", name="campaign_new", guards=[editors_only])
@@ -105,6 +114,11 @@ async def create(
 ) -> Response[Any]:
     raw = await request.form()
     form = parse_campaign_form(raw)
+    listed = await _with_posts(
+        request, db_session, resources, viewer, raw, form=form, campaign=None
+    )
+    if listed is not None:
+        return listed
     activate = raw.get("activate") == "1"
     errors = await _checked(resources, form, require_complete=activate)
     if errors:
@@ -216,6 +230,11 @@ async def save(
         raise campaign_not_found()
     raw = await request.form()
     form = parse_campaign_form(raw)
+    listed = await _with_posts(
+        request, db_session, resources, viewer, raw, form=form, campaign=campaign
+    )
+    if listed is not None:
+        return listed
     seen_version = parse_int(raw.get("version"), low=0, high=BIGINT_MAX)
     if seen_version is None:
         seen_version = -1
@@ -260,6 +279,35 @@ async def save(
     return await idempotent(request, resources, viewer, scope="campaign.save", action=action)
 
 
+async def _with_posts(
+    request: HTMXRequest,
+    session: AsyncSession,
+    resources: Resources,
+    viewer: Viewer,
+    raw: Mapping[str, Any],
+    *,
+    form: CampaignInput,
+    campaign: Campaign | None,
+) -> Template | None:
+    """The editor with the chosen account's posts listed in it, unsaved, when the form asked
+    for them (`SHOW_POSTS`, or `MORE_POSTS` with the next page's cursor); None otherwise."""
+    cursor = raw.get(MORE_POSTS)
+    if raw.get(SHOW_POSTS) is None and cursor is None:
+        return None
+    after = cursor if isinstance(cursor, str) and 0 < len(cursor) <= _MAX_CURSOR else None
+    posts = await posts_context(
+        session,
+        resources,
+        viewer.workspace_id,
+        parse_id(form.account_id),
+        selected=form.media_id,
+        selected_caption=form.media_caption,
+        after=after,
+        plain=True,
+    )
+    return await _editor_page(request, session, viewer, campaign=campaign, form=form, posts=posts)
+
+
 async def _checked(
     resources: Resources, form: CampaignInput, *, require_complete: bool
 ) -> dict[str, str]:
@@ -290,8 +338,10 @@ async def _editor_page(
     status: int = 200,
     notice: str | None = None,
     report: Report | None = None,
+    posts: Mapping[str, Any] | None = None,
 ) -> Template:
-    """The editor page, or only its form when htmx asked (errors swap in place)."""
+    """The editor page, or only its form when htmx asked (errors swap in place); `posts`: the
+    account's posts listed in the page (`_with_posts`)."""
     accounts = await list_accounts(session, viewer.workspace_id)
     whole_page = campaign is not None and not wants_partial(request)
     clicks = funnel = chart = None
@@ -326,6 +376,7 @@ async def _editor_page(
         "notice": notice,
         "can_change": viewer.can_change,
         "preview": preview_context(form),
+        "posts": posts,
     }
     template = "campaigns/_form.html" if wants_partial(request) else "campaigns/edit.html"
     return Template(template, context=context, status_code=status, headers=NO_STORE)

@@ -1,7 +1,9 @@
 """The post picker of the editor and of "Try a comment": one account's recent posts as
 thumbnails, a page at a time, straight from the Graph API (image URLs expire, so they are
 never stored). A problem (no account, a token to reconnect, Instagram not answering) is a
-sentence in the picker, never an error page."""
+sentence in the picker, never an error page. htmx fetches the picker (`media`); without
+JavaScript the editor's form asks for the same list and shows it in its page
+(`posts_context`, see `app.web.campaigns.editor`)."""
 
 from __future__ import annotations
 
@@ -42,17 +44,44 @@ async def media(
         # A read-only editor's account field is disabled, so the browser does not send it:
         # show the posts of the account the campaign is on.
         account_id = media_account
-    account = await get_account(db_session, viewer.workspace_id, account_id) if account_id else None
     if media_account is not None and media_account != account_id:
         media_id = media_caption = None  # that post belongs to the previously chosen account
+    context = await posts_context(
+        db_session,
+        resources,
+        viewer.workspace_id,
+        account_id,
+        selected=media_id or "",
+        selected_caption=media_caption or "",
+        after=after,
+    )
+    return Template("campaigns/_media.html", context=context, headers=NO_STORE)
+
+
+async def posts_context(
+    session: AsyncSession,
+    resources: Resources,
+    workspace_id: int,
+    account_id: int | None,
+    *,
+    selected: str,
+    selected_caption: str,
+    after: str | None,
+    plain: bool = False,
+) -> dict[str, Any]:
+    """One page of the account's posts for `campaigns/_media.html`, or the sentence saying why
+    there is none. `plain`: the editor's page lists them itself, for a browser without
+    JavaScript, and its "More posts" submits the form instead of asking htmx."""
+    account = await get_account(session, workspace_id, account_id) if account_id else None
     context: dict[str, Any] = {
         "items": [],
         "after": None,
         "problem": None,
-        "selected": media_id or "",
-        "selected_caption": media_caption or "",
+        "selected": selected,
+        "selected_caption": selected_caption,
         "account": account,
-        "append": bool(after),
+        "append": bool(after) and not plain,
+        "plain": plain,
     }
     token = account_token(resources, account) if account else None
     if account is None:
@@ -72,7 +101,7 @@ async def media(
         else:
             context["items"] = [_media_item(item) for item in page.items]
             context["after"] = page.after
-    return Template("campaigns/_media.html", context=context, headers=NO_STORE)
+    return context
 
 
 def _media_item(item: Mapping[str, Any]) -> dict[str, Any]:
