@@ -268,6 +268,20 @@ async def test_every_save_bumps_the_version_once_and_stale_forms_are_refused(
     assert "Someone saved this campaign after you opened it" in stale.text
     assert (await _campaign(resources, campaign_id)).name == "Lemon loaf v2"
 
+    # A form shown again (with a field to fix, or with the posts listed for a browser without
+    # JavaScript) still names the version it was opened at, so its save is refused too.
+    for extra in ({"name": ""}, {"show_posts": "1"}):
+        shown = await client.post(
+            path, data=_form(page.text, path, account_id, version="1", _idem="t" * 32) | extra
+        )
+        assert shown.status_code in (200, 422), extra
+        assert '<input type="hidden" name="version" value="1">' in shown.text, extra
+        resaved = await client.post(
+            path, data=_form(shown.text, path, account_id, name="Old tab again", version="1")
+        )
+        assert resaved.status_code == 409, extra
+    assert (await _campaign(resources, campaign_id)).name == "Lemon loaf v2"
+
 
 async def test_a_live_campaign_must_stay_complete(
     owner: tuple[Client, int], resources: Resources

@@ -230,14 +230,15 @@ async def save(
         raise campaign_not_found()
     raw = await request.form()
     form = parse_campaign_form(raw)
+    # The version the form was opened at goes back into a form shown again, so that a save
+    # made meanwhile by someone else is still refused rather than overwritten.
+    opened = parse_int(raw.get("version"), low=0, high=BIGINT_MAX)
     listed = await _with_posts(
-        request, db_session, resources, viewer, raw, form=form, campaign=campaign
+        request, db_session, resources, viewer, raw, form=form, campaign=campaign, version=opened
     )
     if listed is not None:
         return listed
-    seen_version = parse_int(raw.get("version"), low=0, high=BIGINT_MAX)
-    if seen_version is None:
-        seen_version = -1
+    seen_version = -1 if opened is None else opened
     live = campaign.status is CampaignStatus.ACTIVE
     errors = await _checked(resources, form, require_complete=live)
     if errors:
@@ -250,6 +251,7 @@ async def save(
             errors=errors,
             status=422,
             notice=_MUST_STAY_COMPLETE if live and activation_problems(form) else None,
+            version=opened,
         )
 
     async def action(session: AsyncSession) -> Finished | Refused[Response[Any]]:
@@ -288,6 +290,7 @@ async def _with_posts(
     *,
     form: CampaignInput,
     campaign: Campaign | None,
+    version: int | None = None,
 ) -> Template | None:
     """The editor with the chosen account's posts listed in it, unsaved, when the form asked
     for them (`SHOW_POSTS`, or `MORE_POSTS` with the next page's cursor); None otherwise."""
@@ -305,7 +308,9 @@ async def _with_posts(
         after=after,
         plain=True,
     )
-    return await _editor_page(request, session, viewer, campaign=campaign, form=form, posts=posts)
+    return await _editor_page(
+        request, session, viewer, campaign=campaign, form=form, posts=posts, version=version
+    )
 
 
 async def _checked(
@@ -339,9 +344,11 @@ async def _editor_page(
     notice: str | None = None,
     report: Report | None = None,
     posts: Mapping[str, Any] | None = None,
+    version: int | None = None,
 ) -> Template:
     """The editor page, or only its form when htmx asked (errors swap in place); `posts`: the
-    account's posts listed in the page (`_with_posts`)."""
+    account's posts listed in the page (`_with_posts`); `version`: the one the form was opened
+    at, when it is shown again (the campaign's own otherwise)."""
     accounts = await list_accounts(session, viewer.workspace_id)
     whole_page = campaign is not None and not wants_partial(request)
     clicks = funnel = chart = None
@@ -377,6 +384,7 @@ async def _editor_page(
         "can_change": viewer.can_change,
         "preview": preview_context(form),
         "posts": posts,
+        "version": version,
     }
     template = "campaigns/_form.html" if wants_partial(request) else "campaigns/edit.html"
     return Template(template, context=context, status_code=status, headers=NO_STORE)
