@@ -34,8 +34,8 @@ from app.db.models import (
     CampaignScope,
     CampaignStatus,
     CampaignTrigger,
+    DeliveryCount,
     DeliveryTotal,
-    DmLog,
     InstagramAccount,
     LegState,
 )
@@ -410,19 +410,25 @@ async def list_campaigns(
 ) -> list[CampaignSummary]:
     """The workspace's campaigns (archived ones only when asked) with today's DM counts:
     `since` is the start of the workspace's day (midnight UTC when not given), and how many
-    of each campaign's deliveries are still waiting, from the kept totals (a few rows per
-    campaign, `uq_delivery_totals_key`) rather than a count over its deliveries."""
-    state = DmLog.pr_state
+    of each campaign's deliveries are still waiting. Both from the kept counts
+    (`app.db.models.delivery_counts`: today's slices, and the totals, a few rows per campaign),
+    never a count over its deliveries."""
+    # Today's from the kept 15-minute slices (a day in any zone is a whole number of them),
+    # over `ix_delivery_counts_ws_quarter`; each skipped state has its own column.
+    skipped = [getattr(DeliveryCount, s.value.lower()) for s in LegState if s.is_skip]
     today = (
         select(
-            DmLog.campaign_id.label("campaign_id"),
-            func.count().filter(state == LegState.SENT).label("sent"),
-            func.count().filter(state == LegState.FAILED).label("failed"),
-            func.count().filter(state == LegState.UNCONFIRMED).label("unconfirmed"),
-            func.count().filter(state.in_([s for s in LegState if s.is_skip])).label("skipped"),
+            DeliveryCount.campaign_id.label("campaign_id"),
+            func.sum(DeliveryCount.sent).label("sent"),
+            func.sum(DeliveryCount.failed).label("failed"),
+            func.sum(DeliveryCount.unconfirmed).label("unconfirmed"),
+            func.sum(sum(skipped[1:], skipped[0])).label("skipped"),
         )
-        .where(DmLog.workspace_id == workspace_id, DmLog.created_at >= (since or start_of_today()))
-        .group_by(DmLog.campaign_id)
+        .where(
+            DeliveryCount.workspace_id == workspace_id,
+            DeliveryCount.quarter >= (since or start_of_today()),
+        )
+        .group_by(DeliveryCount.campaign_id)
         .subquery()
     )
     waiting = (
