@@ -251,3 +251,5 @@ async def test_public_replies_waiting_for_their_limit_are_counted_apart(
     page = await owner.client.get(f"/accounts/{owner.account_id}", headers=HTML)
     assert "5 public replies waiting" in page.text
     assert "waiting for their DM" not in page.text
+    # No DM backlog to clear, and no time said for one.
+    assert _field(page.text, "drain") == "no DMs waiting"
