@@ -22,7 +22,11 @@ A slot taken for a send is scored with the latest time Meta could count the mess
 the longest a send may take, `in_flight_s`); after the call it is `stamp`ed with the time the
 answer came. Either way it frees one window after Meta's own count began, never before, even
 when a call takes a good part of the window. A definite rejection gives its slot back
-(`release`); an ambiguous one keeps it.
+(`release`); an ambiguous one keeps it. A rebuild (below) knows a send by its attempt row, not
+by the job's slot, and counts one still unanswered in flight under the row's name
+(`attempt_member`): the job records the answer before it stamps or gives back its slot, and
+does so under its attempt rows' names too, in the same script, so a send answered while the
+budget was rebuilt is not left counted in flight for the rest of `in_flight_s`.
 
 Redis may keep nothing on disk: a restart loses the sorted set. Every script first checks the
 account's "built" marker; when it is missing, the budget is rebuilt from the `history` the
@@ -255,26 +259,29 @@ return {0, wait_for(0), wait_for(want - 1), flying, mode, share, ttl, before}
 # {slots in flight, 0}.
 _IN_FLIGHT = _PRELUDE + "\nreturn {in_flight(), 0}\n"
 
-# ARGV[3] member: a slot Meta may have counted, scored with the time its answer came.
-# {1, slots still in flight}: the send's job learns in the same round trip whether its batch
-# is over (`pacer.batch_settled`).
+# ARGV[3] member, ARGV[4..] the names a rebuild gives the same send (`attempt_member`): a slot
+# Meta may have counted, scored with the time its answer came, under whichever name the set
+# holds it. {1, slots still in flight}: the send's job learns in the same round trip whether
+# its batch is over (`pacer.batch_settled`).
 _STAMP = (
     _PRELUDE
     + """
-if redis.call('ZADD', KEYS[1], 'XX', 'CH', now, ARGV[3]) == 1 then
-  redis.call('PEXPIRE', KEYS[1], window)
+local changed = 0
+for i = 3, #ARGV do
+  changed = changed + redis.call('ZADD', KEYS[1], 'XX', 'CH', now, ARGV[i])
 end
+if changed > 0 then redis.call('PEXPIRE', KEYS[1], window) end
 return {1, in_flight()}
 """
 )
 
-# KEYS[1] the sorted set; ARGV[1] member. A slot given back; answers the slots still in flight
-# (as `_IN_FLIGHT` counts them). Never rebuilds: a lost budget has nothing to give back, and
-# whoever takes a slot next rebuilds it.
+# KEYS[1] the sorted set; ARGV[1] member, ARGV[2..] the names a rebuild gives the same send. A
+# slot given back; answers the slots still in flight (as `_IN_FLIGHT` counts them). Never
+# rebuilds: a lost budget has nothing to give back, and whoever takes a slot next rebuilds it.
 _RELEASE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[1], unpack(ARGV))
 return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
 """
 
@@ -372,6 +379,13 @@ def grant_member(dm_log_id: int, granted_at: datetime | int) -> str:
     `granted_at` as the row holds it or as its `grant_stamp`."""
     stamp = granted_at if isinstance(granted_at, int) else grant_stamp(granted_at)
     return f"g:{dm_log_id}:{stamp}"
+
+
+def attempt_member(attempt_id: int) -> str:
+    """The name a rebuild gives the slot of a send recorded in `delivery_attempts`
+    (`budget_history`): a send's job stamps or gives back its slot under this name too, since
+    a rebuild while the send was in flight counted it as this, not as the job's own slot."""
+    return f"a:{attempt_id}"
 
 
 class BudgetUnavailableError(RedisError):
@@ -513,17 +527,23 @@ class HourlyBudget:
         flying, _ = await self._run(self._script(_IN_FLIGHT), account_id)
         return int(flying)
 
-    async def stamp(self, slot: Slot) -> int:
-        """The send's answer came: the slot counts from now (Meta counted it by now). Returns
-        the account's slots still in flight, as `in_flight` would."""
-        _, flying = await self._run(self._script(_STAMP), slot.account_id, slot.member)
+    async def stamp(self, slot: Slot, *, recorded_as: Sequence[str] = ()) -> int:
+        """The send's answer came: the slot counts from now (Meta counted it by now), under
+        its own name or, should the budget have been rebuilt while the send was in flight,
+        under the names of the send's attempt rows (`recorded_as`, `attempt_member`): the
+        caller has recorded the answer first, so a rebuild either read it or is rescored here.
+        Returns the account's slots still in flight, as `in_flight` would."""
+        _, flying = await self._run(
+            self._script(_STAMP), slot.account_id, slot.member, *recorded_as
+        )
         return int(flying)
 
-    async def release(self, slot: Slot) -> int:
-        """The slot given back (nothing was delivered). Returns the account's slots still in
+    async def release(self, slot: Slot, *, recorded_as: Sequence[str] = ()) -> int:
+        """The slot given back (nothing was delivered), under its own name and its send's
+        attempt rows' (`recorded_as`, as `stamp`). Returns the account's slots still in
         flight, as `in_flight` would (0 when the budget was lost: nothing is counted then)."""
         key = self._key.format(account_id=slot.account_id)
-        return int(await self._script(_RELEASE)(keys=[key], args=[slot.member]))
+        return int(await self._script(_RELEASE)(keys=[key], args=[slot.member, *recorded_as]))
 
     async def used(self, account_id: int) -> int:
         """Slots in the current window (for the dashboard and tests)."""

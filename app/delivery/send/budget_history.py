@@ -2,7 +2,8 @@
 
 Every private reply Meta may have counted left a `delivery_attempts` row: in flight (no
 answer yet: counted from the latest Meta could count it), sent, or ambiguous, each from when
-its answer came.
+its answer came, named after the row (`attempt_member`): the send's job, once it has recorded
+the answer, stamps or gives back its slot under that name too.
 
 A row the pacer granted a slot that has not been claimed yet had its job in the Redis that
 lost the budget: the queue went with it, so the job is gone, or (taken by a worker just

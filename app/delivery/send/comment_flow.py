@@ -38,6 +38,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -55,6 +56,7 @@ from app.delivery.send.budget import (
     BudgetFull,
     HourlyBudget,
     Slot,
+    attempt_member,
     grant_member,
     grant_stamp,
 )
@@ -132,10 +134,13 @@ class CommentFlow:
                 run, held.claim, held.content, marked=held.content.lead is None
             )
             sent = verdict is None
+            # `send_claimed` recorded the answer: a rebuild of the budget since either read
+            # it or counted the calls in flight under their attempt rows' names.
+            recorded_as = [attempt_member(call) for call in run.private_calls]
             if verdict is not None and verdict.definite:
-                run.slots_in_flight = await _release_slot(_budget(run), held.slot)
+                run.slots_in_flight = await _release_slot(_budget(run), held.slot, recorded_as)
             else:
-                run.slots_in_flight = await _stamp_slot(_budget(run), held.slot)
+                run.slots_in_flight = await _stamp_slot(_budget(run), held.slot, recorded_as)
         if self._dm_first and run.delivery.pub_state is LegState.PENDING:
             await self._public_after_dm(sent_now=sent)
         elif run.pub_due and not self._dm_first:
@@ -224,15 +229,12 @@ async def _public_leg(run: Run) -> bool:
         verdict = classify_error(exc, Leg.PUBLIC_REPLY)
     observe_call("replies", verdict, started)
     report = call_report(verdict, elapsed_ms(started))
-    if verdict is not None and verdict.definite:
-        await _release_slot(budget, slot)
-    else:
-        await _stamp_slot(budget, slot)
     if verdict is None:
         update = LegUpdate(LegState.SENT, message_id=reply_id)
     else:
         update = await failure(run, claim, verdict, private=False)
     await record(run, claim, report, update)
+    await _settle_public_slot(budget, slot, claim, verdict)
     if verdict is None or verdict.account_action is None:
         return False
     if run.pr_due:
@@ -245,6 +247,20 @@ async def _public_leg(run: Run) -> bool:
             await recording.postpone(conn, delivery.id, until, reason, public=False)
         run.report.notes.append(reason)
     return True
+
+
+async def _settle_public_slot(
+    budget: HourlyBudget, slot: Slot, claim: Claim, verdict: Verdict | None
+) -> None:
+    """The public reply's slot given back (nothing was posted) or counted from now, after its
+    answer was recorded, as the private reply's: a rebuild of the budget since either read the
+    answer or counted the attempt in flight under its name (`attempt_member`), which this
+    rescores or removes with the slot."""
+    recorded_as = [attempt_member(claim.attempt_id)] if claim.attempt_id is not None else []
+    if verdict is not None and verdict.definite:
+        await _release_slot(budget, slot, recorded_as)
+    else:
+        await _stamp_slot(budget, slot, recorded_as)
 
 
 async def _public_slot(conn: AsyncConnection, run: Run, budget: HourlyBudget) -> Slot | None:
@@ -401,19 +417,25 @@ async def _budget_full(conn: AsyncConnection, run: Run, full: BudgetFull) -> Non
     run.report.private = "waiting for budget"
 
 
-async def _release_slot(budget: HourlyBudget, slot: Slot) -> int | None:
-    """The slot given back; the account's slots still in flight, when Redis answered."""
+async def _release_slot(
+    budget: HourlyBudget, slot: Slot, recorded_as: Sequence[str] = ()
+) -> int | None:
+    """The slot given back (and under `recorded_as`, `HourlyBudget.release`); the account's
+    slots still in flight, when Redis answered."""
     try:
-        return await budget.release(slot)
+        return await budget.release(slot, recorded_as=recorded_as)
     except (RedisError, OSError):
         logger.warning("could not give back an hourly budget slot of account %s", slot.account_id)
     return None
 
 
-async def _stamp_slot(budget: HourlyBudget, slot: Slot) -> int | None:
-    """The slot counted from now; the account's slots still in flight, when Redis answered."""
+async def _stamp_slot(
+    budget: HourlyBudget, slot: Slot, recorded_as: Sequence[str] = ()
+) -> int | None:
+    """The slot counted from now (under whichever of its names the budget holds,
+    `HourlyBudget.stamp`); the account's slots still in flight, when Redis answered."""
     try:
-        return await budget.stamp(slot)
+        return await budget.stamp(slot, recorded_as=recorded_as)
     except (RedisError, OSError):
         # The slot still counts from when it was taken, a moment before the send.
         logger.warning("could not stamp an hourly budget slot of account %s", slot.account_id)

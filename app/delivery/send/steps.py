@@ -116,6 +116,10 @@ class Run:
     slots_in_flight: int | None = None
     # Its public reply's grant (`public_pacer`): the job then posts the public reply alone.
     public_grant: int | None = None
+    # The attempt rows of this run's private-reply calls noted as leaving (`mark_request`): a
+    # rebuild of the budget while one was in flight counted it under its name
+    # (`budget.attempt_member`), so the run's slot is stamped or given back under those too.
+    private_calls: list[int] = field(default_factory=list)
 
     @property
     def is_comment(self) -> bool:
@@ -422,6 +426,8 @@ async def mark_request(run: Run, claim: Claim, conn: AsyncConnection | None = No
             "not sending the %s leg of %s: the claim was no longer ours", leg_name, run.delivery.id
         )
         setattr(run.report, leg_name, "claim lost")
+    elif claim.leg is Leg.PRIVATE_REPLY and claim.attempt_id is not None:
+        run.private_calls.append(claim.attempt_id)
     return marked
 
 

@@ -555,3 +555,37 @@ async def _until(check: Callable[[], Awaitable[bool]], *, what: str, within_s: f
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up after {within_s:g} s waiting for {what}")
         await asyncio.sleep(0.1)
+
+
+async def test_a_send_answered_while_its_budget_is_rebuilt_is_not_left_in_flight(
+    world: World, test_redis: infra.TestRedis
+) -> None:
+    """Redis restarts empty while a private reply's request is on its way, and the budget is
+    rebuilt from PostgreSQL before the answer is recorded: the rebuild counts the send in
+    flight under its attempt's name. The job records the answer, then stamps its slot under
+    that name too, so the send counts as answered at once, not as in flight for the rest of
+    its allowance (`in_flight_s`, during which the account's pacer would grant no batch)."""
+    settings = dataclasses.replace(world.resources.settings, send_timeout_s=30.0)
+    resources = dataclasses.replace(world.resources, settings=settings)
+    budget = account_budget(resources)
+    row = await world.comment()
+    # Meta takes its time answering: long enough to lose Redis and rebuild meanwhile.
+    world.admin.add_fault("messages", "latency", seconds=10.0, times=1)
+    delivering = asyncio.create_task(deliver(resources, worker_id="w", dm_log_id=row.id))
+    deadline = asyncio.get_running_loop().time() + 60
+    while (await world.log(row.id)).pr_requested_at is None:
+        assert not delivering.done(), delivering.result()
+        assert asyncio.get_running_loop().time() < deadline, "the request never left"
+        await asyncio.sleep(0.05)
+
+    test_redis.flush()  # a restart of a Redis that keeps nothing on disk
+    # Another process looks at the budget: rebuilt, with the send in flight.
+    assert await budget.in_flight(world.account_id) == 1
+    # The rebuild read the attempt before the answer was recorded.
+    assert (await world.log(row.id)).pr_state is LegState.IN_FLIGHT
+
+    report = await delivering
+    assert report.private == LegState.SENT.value
+    assert await budget.in_flight(world.account_id) == 0
+    assert await budget.used(world.account_id) == 1
+    assert world.stats(row.trigger_id)["send_requests"] == 1

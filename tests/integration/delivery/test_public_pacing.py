@@ -370,3 +370,38 @@ async def test_after_losing_redis_public_replies_resume_at_once_within_their_cap
         assert log.pub_state is LegState.SENT
         assert _replies(world, log.trigger_id) == ["Thank you!"]
     assert await public.used(world.account_id) <= cap
+
+
+async def test_a_public_reply_answered_while_its_budget_is_rebuilt_is_not_left_in_flight(
+    world: World, test_redis: infra.TestRedis
+) -> None:
+    """As a private reply's: Redis restarts empty while the public reply's request is on its
+    way and the public budget is rebuilt before the answer is recorded; the job records the
+    answer, then stamps its slot under the attempt's name the rebuild gave it."""
+    settings = dataclasses.replace(
+        world.resources.settings,
+        send_timeout_s=30.0,
+        private_replies_per_hour=5,
+        public_replies_per_hour=5,
+    )
+    resources = dataclasses.replace(world.resources, settings=settings)
+    public = public_reply_budget(resources)
+    campaign = await _campaign(world, public_reply_after_dm=False)
+    row = await world.comment(campaign_id=campaign, public=True)
+    world.admin.add_fault("replies", "latency", seconds=10.0, times=1)
+    delivering = asyncio.create_task(deliver(resources, worker_id="w", dm_log_id=row.id))
+    deadline = asyncio.get_running_loop().time() + 60
+    while (await world.log(row.id)).pub_requested_at is None:
+        assert not delivering.done(), delivering.result()
+        assert asyncio.get_running_loop().time() < deadline, "the request never left"
+        await asyncio.sleep(0.05)
+
+    test_redis.flush()  # a restart of a Redis that keeps nothing on disk
+    assert await public.in_flight(world.account_id) == 1
+    assert (await world.log(row.id)).pub_state is LegState.IN_FLIGHT
+
+    report = await delivering
+    assert (report.private, report.public) == ("SENT", "SENT")
+    assert await public.in_flight(world.account_id) == 0
+    assert await public.used(world.account_id) == 1
+    assert _replies(world, row.trigger_id) == ["Thank you!"]
