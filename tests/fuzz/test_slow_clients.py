@@ -108,8 +108,9 @@ def _trickle_until_cut(tricklers: list[Trickler], next_byte: bytes) -> None:
 
 
 def _open(web: Web, first: bytes) -> Trickler:
-    conn = socket.create_connection(web.address, timeout=GIVE_UP_S)
+    # Before connecting: the server may accept the connection before this process runs again.
     opened = time.monotonic()
+    conn = socket.create_connection(web.address, timeout=GIVE_UP_S)
     conn.sendall(first)
     return Trickler(conn, opened, last_sent=opened)
 
@@ -212,7 +213,7 @@ def test_a_body_that_keeps_arriving_is_read_to_its_end(web: Web, test_env: dict[
 
 def test_a_silent_connection_is_closed(web: Web) -> None:
     """A connection that never sends a byte is closed, without an answer, after the timeout."""
+    opened = time.monotonic()
     with socket.create_connection(web.address, timeout=GIVE_UP_S) as conn:
-        opened = time.monotonic()
         assert _read_to_end(conn) == b""
         assert time.monotonic() - opened >= READ_TIMEOUT_S
