@@ -30,7 +30,12 @@ from app.web.accounts import AccountsController
 from app.web.auth import AuthController
 from app.web.campaigns import campaigns_router
 from app.web.deps import close_request_session, provide_db_session, provide_resources
-from app.web.edge import addressable_host, forms_without_nul, path_ids_in_range
+from app.web.edge import (
+    addressable_host,
+    path_ids_in_range,
+    readable_csrf_tokens,
+    readable_forms,
+)
 from app.web.errors import http_exception_handler, internal_error_handler, login_redirect
 from app.web.health import HealthController
 from app.web.invite_link import InviteController
@@ -75,6 +80,15 @@ def create_app(settings: Settings | None = None) -> Litestar:
             await resources.close()
             await sessions_redis.aclose()
 
+    csrf = CSRFConfig(
+        secret=settings.secret_key,
+        cookie_secure=settings.cookie_secure,
+        cookie_samesite="lax",
+        # Forms carry the token in the page; no script needs to read the cookie.
+        cookie_httponly=True,
+        cookie_name=CSRF_COOKIE_SECURE if settings.cookie_secure else CSRF_COOKIE,
+        exclude=CSRF_EXEMPT,
+    )
     return Litestar(
         route_handlers=[
             HealthController,
@@ -107,23 +121,16 @@ def create_app(settings: Settings | None = None) -> Litestar:
             session_config(secure=settings.cookie_secure).middleware,
             close_request_session,
             path_ids_in_range,
-            forms_without_nul(FORM_MAX_BODY_BYTES),
+            readable_forms(FORM_MAX_BODY_BYTES),
             same_origin_only(settings.public_base_url, CSRF_EXEMPT),
+            readable_csrf_tokens(csrf),
         ],
         plugins=[HTMXPlugin()],
         before_send=[security_headers(settings)],
         # No OpenAPI pages: the dashboard is no API, and they would load scripts from a CDN.
         openapi_config=None,
         template_config=template_config(),
-        csrf_config=CSRFConfig(
-            secret=settings.secret_key,
-            cookie_secure=settings.cookie_secure,
-            cookie_samesite="lax",
-            # Forms carry the token in the page; no script needs to read the cookie.
-            cookie_httponly=True,
-            cookie_name=CSRF_COOKIE_SECURE if settings.cookie_secure else CSRF_COOKIE,
-            exclude=CSRF_EXEMPT,
-        ),
+        csrf_config=csrf,
         exception_handlers={
             LoginRequired: login_redirect,
             HTTPException: http_exception_handler,

@@ -10,19 +10,29 @@ PostgreSQL's `bigint` (or zero, or negative) would only fail inside the query, a
 character cannot be in any PostgreSQL text, so a path segment or query string carrying one
 would fail there too. This middleware answers 404 (a path) or 400 (a query string) before any
 handler runs, so every route, present and future, gets the same answer without checking its
-own. `forms_without_nul` does the same for a form's body (400), which it reads first and hands
-on unchanged. Query values and forms are parsed with `app.db.bounds` by the code that reads
-them.
+own. `readable_forms` does the same for a form's body (400), which it reads first and hands
+on unchanged: a NUL, a file (no form of ours takes one), or a part whose text is not in the
+character set it names (Litestar's form parser would raise on it as a 500 wherever the form
+was first read). `readable_csrf_tokens` answers 403, as a wrong token gets, for a CSRF token
+that is not ASCII text, which Litestar's check cannot compare. Query values and forms are
+parsed with `app.db.bounds` by the code that reads them.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
+from typing import Any
 from urllib.parse import SplitResult
 
+from litestar import Request
+from litestar.config.csrf import CSRFConfig
+from litestar.datastructures import UploadFile
 from litestar.enums import ScopeType
-from litestar.exceptions import NotFoundException, ValidationException
+from litestar.exceptions import NotFoundException, PermissionDeniedException, ValidationException
+from litestar.handlers import HTTPRouteHandler
 from litestar.types import ASGIApp, HTTPRequestEvent, Receive, ReceiveMessage, Scope, Send
+from litestar.utils.scope.state import ScopeState
 
 from app.db.bounds import id_in_range
 
@@ -32,6 +42,11 @@ MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 2048
 _FORM_TYPES = (b"application/x-www-form-urlencoded", b"multipart/form-data")
 BAD_HOST = "The address this request was sent to (its Host header) is not a valid web address."
+UNREADABLE_FORM = "The form could not be read: its text is not in the character set it names."
+FILE_IN_FORM = "This form takes no files."
+CSRF_FIELD = "_csrf_token"
+# Litestar's own words for a token that does not match.
+CSRF_REFUSAL = "CSRF token verification failed"
 
 
 def _text_segment_ok(value: str) -> bool:
@@ -95,11 +110,11 @@ def _declared_length(scope: Scope) -> int | None:
     return None
 
 
-def forms_without_nul(max_body_bytes: int) -> Callable[[ASGIApp], ASGIApp]:
-    """Middleware: 400 for a form body carrying a NUL, raw or `%00`-escaped (no form of ours
-    takes a file, so a multipart body has none either). The body is read here, up to
-    `max_body_bytes`, and replayed to the handler; a longer one is handed on unread, for the
-    app's body limit to refuse."""
+def readable_forms(max_body_bytes: int) -> Callable[[ASGIApp], ASGIApp]:
+    """Middleware: 400 for a form body carrying a NUL, raw or `%00`-escaped, a file, or a
+    part that does not decode. The body is read here, up to `max_body_bytes`, parsed as
+    Litestar parses it (which keeps the result for everyone after) and replayed to the
+    handler; a longer one is handed on unread, for the app's body limit to refuse."""
 
     def wrap(app: ASGIApp) -> ASGIApp:
         async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
@@ -124,11 +139,68 @@ def forms_without_nul(max_body_bytes: int) -> Callable[[ASGIApp], ASGIApp]:
                 "body": bytes(body),
                 "more_body": more,
             }
+            # A plain ASGI route (the webhook, the tracked links) reads its own body.
+            if not more and isinstance(scope.get("route_handler"), HTTPRouteHandler):
+                await _parse_form(scope, _replay(first, receive))
             await app(scope, _replay(first, receive), send)
 
         return middleware
 
     return wrap
+
+
+async def _parse_form(scope: Scope, receive: Receive) -> None:
+    """Parse the form as every later reader will get it, refusing what it cannot hold."""
+    request: Request[Any, Any, Any] = Request(scope, receive)
+    try:
+        form = await request.form()
+    except (LookupError, UnicodeDecodeError):  # a charset Python lacks, bytes not in it
+        raise ValidationException(UNREADABLE_FORM) from None
+    files = [value for _, value in form.multi_items() if isinstance(value, UploadFile)]
+    for file in files:
+        await file.close()
+    if files:
+        raise ValidationException(FILE_IN_FORM)
+
+
+def readable_csrf_tokens(config: CSRFConfig) -> Callable[[ASGIApp], ASGIApp]:
+    """Middleware: 403 for a request Litestar's CSRF check would compare whose token (the
+    header, the cookie, the form's field) is not ASCII text: `secrets.compare_digest` raises
+    on such a string. Placed after `readable_forms`, whose parsed form it reads."""
+    excluded = [config.exclude] if isinstance(config.exclude, str) else config.exclude or []
+    exempt = re.compile("|".join(f"(?:{pattern})" for pattern in excluded)) if excluded else None
+    header = config.header_name.lower()
+
+    def wrap(app: ASGIApp) -> ASGIApp:
+        async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+            if (
+                scope["type"] == ScopeType.HTTP
+                and scope.get("method", "GET") not in config.safe_methods
+                and not (exempt and exempt.match(scope.get("path", "")))
+                and not _opted_out(scope, config.exclude_from_csrf_key)
+            ):
+                request: Request[Any, Any, Any] = Request(scope, receive)
+                tokens: list[object] = [
+                    request.headers.get(header),
+                    request.cookies.get(config.cookie_name),
+                ]
+                form = ScopeState.from_scope(scope).form
+                if isinstance(form, dict):
+                    field = form.get(CSRF_FIELD)
+                    tokens += field if isinstance(field, list) else [field]
+                if not all(t is None or (isinstance(t, str) and t.isascii()) for t in tokens):
+                    raise PermissionDeniedException(CSRF_REFUSAL)
+            await app(scope, receive, send)
+
+        return middleware
+
+    return wrap
+
+
+def _opted_out(scope: Scope, key: str) -> bool:
+    """The route's handler is marked as exempt from the CSRF check (`opt`)."""
+    handler = scope.get("route_handler")
+    return bool(handler is not None and handler.opt.get(key))
 
 
 def _replay(first: ReceiveMessage, receive: Receive) -> Receive:

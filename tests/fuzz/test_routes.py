@@ -8,11 +8,13 @@ Beside them, a fixed hostile sweep on every route (`test_route_refuses_hostile_r
 written byte for byte (`tests.support.raw_http`) so nothing is cleaned up on the way: a method
 the route does not take, ids no row can have, path traversal raw and escaped, invalid UTF-8,
 cut-short escapes and NUL in the path, the query and the form, numbers past int64, days out
-of range, repeated parameters and fields, forms past the body limit, wrong content types (bad
-JSON, multipart without a boundary, text/plain, none), overlong and undecodable headers, odd
-htmx, proxy and cache headers, Host headers with a port no URL can hold or of another site,
-bad webhook bodies signed correctly; as the owner, and in part
-as a member and a stranger.
+of range, repeated parameters and fields, five thousand parameters, forms past the body limit,
+wrong content types (bad JSON, multipart without a boundary, text/plain, none), multipart parts
+that are files or not in their character set, CSRF tokens that are not ASCII (header, cookie,
+field), a forged session, methods no one knows, ranges no file has, an Expect header not
+100-continue, overlong and undecodable headers, odd htmx, proxy and cache headers, Host headers
+with a port no URL can hold or of another site, bad webhook bodies signed correctly; as the
+owner, and in part as a member and a stranger.
 
 Every route that answers GET is also asked with HEAD (`test_head_answers_like_get`): the same
 status, content type and security headers as its GET twin, and no body.
@@ -350,6 +352,17 @@ def _form(who: str, target: Target, fields: bytes) -> bytes:
     return fields + b"&" + tokens
 
 
+def _part(headers: bytes, value: bytes) -> bytes:
+    """A multipart body (boundary `zz`) of one part."""
+    return (
+        b"--zz\r\ncontent-disposition: form-data; "
+        + headers
+        + b"\r\n\r\n"
+        + value
+        + b"\r\n--zz--\r\n"
+    )
+
+
 def _wrong_method(route: Route) -> bytes:
     taken = {r.method for r in ROUTES if r.path == route.path}
     return next(m for m in (b"PATCH", b"PUT", b"DELETE") if m.decode() not in taken)
@@ -358,6 +371,7 @@ def _wrong_method(route: Route) -> bytes:
 def _hostile_bodies(route: Route, target: Target, who: str) -> list[Hostile]:
     path = _fill(route, target)
     form = (b"content-type", b"application/x-www-form-urlencoded")
+    multipart = (b"content-type", b"multipart/form-data; boundary=zz")
     csrf = (b"x-csrftoken", target.csrf[who].encode())
     bodies: list[tuple[str, tuple[tuple[bytes, bytes], ...], bytes]] = [
         ("form: invalid UTF-8", (form,), _form(who, target, _every_field(b"%FF%FE"))),
@@ -380,6 +394,21 @@ def _hostile_bodies(route: Route, target: Target, who: str) -> list[Hostile]:
             (form,),
             _form(who, target, _every_field(b"1") + b"&" + _every_field(b"%FF")),
         ),
+        # CSRF tokens that are not ASCII, in each place the check reads one.
+        ("csrf header not ASCII", (form, (b"x-csrftoken", b"a" * 32 + b"\xc3\xa9" * 40)), b"x=1"),
+        ("csrf field not ASCII", (form,), b"x=1&_csrf_token=" + b"a" * 32 + b"%C3%A9" * 40),
+        (
+            "csrf cookie not ASCII",
+            (form, (b"cookie", b"csrftoken=" + b"a" * 32 + b"%C3%A9" * 40)),
+            _form(who, target, b"x=1"),
+        ),
+        ("multipart: a file", (multipart, csrf), _part(b'name="name"; filename="a.txt"', b"x")),
+        (
+            "multipart: the token a file",
+            (multipart,),
+            _part(b'name="_csrf_token"; filename="t"', b"x"),
+        ),
+        ("multipart: invalid UTF-8", (multipart, csrf), _part(b'name="name"', b"\xff\xfe")),
     ]
     return [Hostile(what, who, route.method.encode(), path, h, b) for what, h, b in bodies]
 
@@ -402,6 +431,19 @@ def _webhook_bodies_hostile(route: Route, target: Target) -> list[Hostile]:
         (
             "signed NUL",
             b'{"object": "instagram\\u0000", "entry": [{"id": "\\u0000"}]}',
+            b"application/json",
+        ),
+        (
+            "signed, nested 100 000 deep",
+            b'{"object": "instagram", "entry": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+            b"application/json",
+        ),
+        (
+            # Past the size decoded on the event loop; an object the worker will refuse whole.
+            "signed, 3 MB of entries",
+            b'{"object": "not instagram", "entry": ['
+            + b",".join([b'{"id": "1"}'] * 250_000)
+            + b"]}",
             b"application/json",
         ),
         (
@@ -508,6 +550,44 @@ def _hostile(route: Route, target: Target) -> list[Hostile]:
                 (b"if-modified-since", b"Thu, 99 Foo 9999 99:99:99 GMT"),
                 (b"range", b"bytes=0-1,5-9999999999999999999999"),
             ),
+        ),
+        Hostile(
+            "ranges no file has",
+            owner,
+            method,
+            path,
+            ((b"range", b"bytes=99999999999-"), (b"if-range", b"\xff")),
+        ),
+        Hostile("ranges backwards", owner, method, path, ((b"range", b"bytes=5-1,-0,x-y"),)),
+        Hostile(
+            "ranges by the thousand",
+            owner,
+            method,
+            path,
+            ((b"range", b"bytes=" + b",".join(b"%d-%d" % (n, n) for n in range(2000))),),
+        ),
+        Hostile("expect: not 100-continue", owner, method, path, ((b"expect", b"200-ok"),), b"x"),
+        Hostile("a method no one knows", owner, b"FOO", path),
+        Hostile("trace", owner, b"TRACE", path),
+        Hostile(
+            "forged session", "stranger", method, path, ((b"cookie", b"session=" + b"f" * 64),)
+        ),
+        Hostile(
+            "five thousand parameters",
+            owner,
+            method,
+            path + b"?" + b"&".join(b"a%d=1" % n for n in range(5000)),
+        ),
+        Hostile(
+            "multipart in a charset no one knows",
+            owner,
+            method,
+            path,
+            (
+                (b"content-type", b"multipart/form-data; boundary=zz"),
+                (b"x-csrftoken", target.csrf[owner].encode()),
+            ),
+            _part(b'name="name"\r\ncontent-type: text/plain; charset=nope', b"x"),
         ),
         Hostile("bad escape in the path", owner, method, path + b"%ZZ%C3%28"),
         Hostile("host: port past 65535", owner, method, path, ((b"host", b"127.0.0.1:99999"),)),

@@ -295,3 +295,82 @@ async def test_a_tracked_link_posted_to_says_how_to_open_it(
         assert answer.status_code == 405
         assert answer.headers["allow"] == "GET, HEAD"
         assert json.loads(answer.text)["detail"] == "A link is opened with GET."
+
+
+def _part(headers: bytes, value: bytes) -> bytes:
+    return (
+        b"--zz\r\ncontent-disposition: form-data; "
+        + headers
+        + b"\r\n\r\n"
+        + value
+        + b"\r\n--zz--\r\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (_part(b'name="email"\r\ncontent-type: text/plain; charset=nope', b"a"), "character set"),
+        (_part(b'name="email"', b"\xff\xfe@example.com"), "character set"),
+        (_part(b'name="email"; filename="me.txt"', b"a@example.com"), "takes no files"),
+        (_part(b'name="_csrf_token"; filename="t.txt"', b"x" * 80), "takes no files"),
+    ],
+    ids=["unknown charset", "invalid UTF-8", "a file", "a file for the token"],
+)
+@pytest.mark.parametrize("method", ["GET", "POST"])
+async def test_a_form_the_parser_cannot_read_is_refused_before_any_handler(
+    settings: Settings, resources: Resources, body: bytes, words: str, method: str
+) -> None:
+    # Litestar's parser raised on these (a LookupError, a UnicodeDecodeError, a file where the
+    # CSRF check wanted text) wherever the form was first read, even for a GET: a 500.
+    async with signed_in_creator(settings, resources) as creator:
+        page = await creator.client.get("/login", headers=HTML)
+        answer = await creator.client.request(
+            method,
+            "/login",
+            content=body,
+            headers={
+                **HTML,
+                "content-type": "multipart/form-data; boundary=zz",
+                "x-csrftoken": csrf_token(page.text),
+            },
+        )
+        assert answer.status_code == 400, answer.text[:300]
+        assert words in answer.text, answer.text[:2000]
+
+
+GARBLED = "a" * 32 + "%C3%A9" * 40  # 32 letters, then "é" (escaped) 40 times
+
+
+@pytest.mark.parametrize("where", ["header", "cookie", "form", "form, twice"])
+async def test_a_csrf_token_that_is_not_ascii_is_refused_as_a_wrong_one(
+    settings: Settings, resources: Resources, where: str
+) -> None:
+    # `secrets.compare_digest` raises TypeError on a str with non-ASCII characters: a 500.
+    async with signed_in_creator(settings, resources) as creator:
+        page = await creator.client.get("/team", headers=HTML)
+        form = tokens(page.text, "/team/time-zone")
+        headers = {**HTML, "content-type": "application/x-www-form-urlencoded"}
+        token = form["_csrf_token"]
+        if where == "header":  # as Litestar reads a header: latin-1
+            headers["x-csrftoken"] = "a" * 32 + "\xc3\xa9" * 40
+        elif where == "cookie":  # as Litestar reads a cookie: percent-decoded
+            headers["cookie"] = f"csrftoken={GARBLED}"
+        else:
+            token = GARBLED + (f"&_csrf_token={token}" if where == "form, twice" else "")
+        content = f"time_zone=Europe/Paris&_idem={form['_idem']}&_csrf_token={token}"
+        raw = {name.encode(): value.encode("latin-1") for name, value in headers.items()}
+        answer = await creator.client.post("/team/time-zone", content=content, headers=raw)
+        assert answer.status_code == 403, answer.text[:300]
+        # The same answer a plainly wrong token gets, and the right one still works.
+        wrong = await creator.client.post(
+            "/team/time-zone",
+            data={"time_zone": "Europe/Paris", "_csrf_token": "b" * 80},
+            headers=HTML,
+        )
+        assert wrong.status_code == 403
+        assert wrong.text == answer.text
+        right = await creator.client.post(
+            "/team/time-zone", data={**form, "time_zone": "Europe/Paris"}, headers=HTML
+        )
+        assert right.status_code < 400, right.text[:300]
