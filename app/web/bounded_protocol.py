@@ -21,6 +21,11 @@ This protocol:
   costs no timer per chunk. Time the server itself holds a connection back (reading paused
   while a request's body waits for the app, or a pipelined request waits for the one before
   it) does not count against the client.
+- when the app has answered before a request's body has all arrived (a 413 for a body past
+  its limit, a 403), gives the rest of the body `read_timeout_s` in all, then closes the
+  connection: the bytes would be read for no one, and a chunked body never ends. Closing at
+  once would make the kernel reset the connection over the unread bytes, and the client
+  might never read its answer.
 
 An idle connection between requests is closed by uvicorn after `KEEP_ALIVE_S`.
 """
@@ -60,6 +65,8 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         # Loop time the head began, or (for a body) its bytes last arrived.
         self._since = 0.0
         self._timer: asyncio.TimerHandle | None = None
+        # Answered before the body was all here: the rest has a deadline, not a pace.
+        self._draining = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -73,7 +80,7 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self._wait is _Wait.BODY:
+        if self._wait is _Wait.BODY and not self._draining:
             self._since = self.loop.time()
         super().data_received(data)
         # Counted after parsing, so a chunk that finished the head and carries a body is not
@@ -101,7 +108,16 @@ class BoundedHeadProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         self._wait = _Wait.NONE
+        self._draining = False
         super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        if self._wait is _Wait.BODY and not self.transport.is_closing():
+            self._draining = True
+            self._since = self.loop.time()
+            if self._timer is None:
+                self._arm(self.read_timeout_s)
+        super().on_response_complete()
 
     def _arm(self, delay: float) -> None:
         self._timer = self.loop.call_later(delay, self._timed_out)
@@ -123,7 +139,7 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         now = self.loop.time()
-        if self._held_by_us():
+        if self._held_by_us() and not self._draining:
             self._since = now
         left = self._since + self.read_timeout_s - now
         if left > 0:

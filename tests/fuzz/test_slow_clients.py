@@ -217,3 +217,41 @@ def test_a_silent_connection_is_closed(web: Web) -> None:
     with socket.create_connection(web.address, timeout=GIVE_UP_S) as conn:
         assert _read_to_end(conn) == b""
         assert time.monotonic() - opened >= READ_TIMEOUT_S
+
+
+def test_a_body_sent_on_after_its_answer_is_cut_off(web: Web) -> None:
+    """A chunked body that never ends, refused (413) once past the form limit: the server
+    stops reading it a second after answering instead of reading it for ever, and the whole
+    answer reaches the client first."""
+    head = (
+        b"POST /login HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+        b"content-type: application/x-www-form-urlencoded\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
+    chunk = b"%x\r\n%s\r\n" % (64 * 1024, b"a" * 64 * 1024)
+    answer = b""
+    with socket.create_connection(web.address, timeout=GIVE_UP_S) as conn:
+        conn.sendall(head)
+        deadline = time.monotonic() + GIVE_UP_S
+        try:
+            while time.monotonic() < deadline:
+                readable, writable, _ = select.select([conn], [conn], [], TRICKLE_EVERY_S)
+                if readable:
+                    data = conn.recv(65536)
+                    if not data:
+                        break
+                    answer += data
+                if writable:
+                    conn.sendall(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        closed_at = time.monotonic()
+    assert closed_at < deadline, "the server read the endless body for as long as it came"
+    # The whole answer arrived: the server closed after draining, not with a reset at once.
+    head, _, words = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413 "), answer[:300]
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.lower().split(b"\r\n")
+        if line.startswith(b"content-length:")
+    )
+    assert len(words) == length, answer
