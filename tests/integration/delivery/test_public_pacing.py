@@ -17,7 +17,7 @@ from sqlalchemy import text
 from app.db.engine import autocommit
 from app.db.models import LegState
 from app.delivery.recovery import sweeps
-from app.delivery.send.budget import Slot, grant_member, grant_stamp
+from app.delivery.send.budget import GRANT_TTL_S, Slot, grant_member, grant_stamp
 from app.delivery.send.budget_history import account_budget, public_reply_budget
 from app.delivery.send.comment_flow import BACKLOG_SKIP_REASON
 from app.delivery.send.dispatch import deliver
@@ -405,3 +405,69 @@ async def test_a_public_reply_answered_while_its_budget_is_rebuilt_is_not_left_i
     assert await public.in_flight(world.account_id) == 0
     assert await public.used(world.account_id) == 1
     assert _replies(world, row.trigger_id) == ["Thank you!"]
+
+
+async def test_several_workers_losing_redis_mid_backlog_resume_public_replies_within_their_cap(
+    world: World, delivery_env: dict[str, str], artifacts_dir: Path, test_redis: infra.TestRedis
+) -> None:
+    """Three workers post a backlog of public replies at their cap; Redis restarts empty
+    mid-backlog, while replies are granted, losing the queue with the budget. The replies go
+    on, never more than the cap in any window, each posted once; a reply whose granted job the
+    restart lost (whether one was still queued is the race's) goes on once the relay restarts
+    the pacer, whose rebuilt budget gives its grant up, not two minutes later
+    (`test_after_losing_redis_public_replies_resume_at_once_within_their_cap` takes that
+    path every time)."""
+    cap, window_s, comments = 2, 2.0, 10
+    env = {
+        **delivery_env,
+        "PRIVATE_REPLIES_PER_HOUR": "100",
+        "PUBLIC_REPLIES_PER_HOUR": str(cap),
+        "PRIVATE_REPLY_WINDOW_S": str(window_s),
+    }
+    campaign = await _campaign(world)
+    fans = [await world.new_fan(f"restart.fan{n}") for n in range(comments)]
+    rows = [await world.comment(fan, campaign_id=campaign, public=True) for fan in fans]
+    workers = [start_worker(env, artifacts_dir, f"public-restart-worker-{n}") for n in range(3)]
+    flushed_at: int | None = None
+    # The relay restarts the pacer within its 30 s round; a lost grant held its reply 120 s.
+    stall_s = GRANT_TTL_S - 30.0
+    try:
+        for row in rows:
+            await enqueue_delivery(world.resources.queue, row.id)
+        last, last_change = (-1, -1), time.monotonic()
+        while True:
+            logs = [await world.log(r.id) for r in rows]
+            done = sum(log.pr_state.is_final for log in logs)
+            posted = sum(log.pub_state is not None and log.pub_state.is_final for log in logs)
+            if done == posted == comments:
+                break
+            granted = sum(
+                log.pub_granted_at is not None and log.pub_state is LegState.PENDING for log in logs
+            )
+            # Every DM out, replies granted and more waiting: mid-backlog.
+            if (
+                flushed_at is None
+                and done == comments
+                and cap <= posted < comments - cap
+                and granted
+            ):
+                test_redis.flush()  # a restart of a Redis that keeps nothing on disk
+                flushed_at = posted
+            if (done, posted) != last:
+                last, last_change = (done, posted), time.monotonic()
+            elif time.monotonic() - last_change > stall_s:
+                raise AssertionError(
+                    f"no progress for {stall_s} s: {done} DMs, {posted} replies final"
+                )
+            await asyncio.sleep(0.05)
+    finally:
+        for worker in workers:
+            worker.stop()
+    assert flushed_at is not None, "Redis was never flushed"
+    assert flushed_at < comments, "the backlog was over before Redis lost its data"
+    assert all((log.pr_state, log.pub_state) == (LegState.SENT,) * 2 for log in logs), logs
+    replies = world.admin.replies()
+    assert sorted(r["comment_id"] for r in replies) == sorted(r.trigger_id for r in rows)
+    times = sorted(r["time"] for r in replies)
+    most = max(sum(1 for t in times if start <= t < start + window_s) for start in times)
+    assert most <= cap, f"{most} public replies within {window_s} s; their cap is {cap}"
