@@ -255,3 +255,18 @@ def test_a_body_sent_on_after_its_answer_is_cut_off(web: Web) -> None:
         if line.startswith(b"content-length:")
     )
     assert len(words) == length, answer
+
+
+def test_an_idle_connection_between_requests_is_closed(web: Web) -> None:
+    """After its answer, a kept-alive connection that sends nothing more is closed (after
+    KEEP_ALIVE_S), quietly."""
+    with socket.create_connection(web.address, timeout=GIVE_UP_S) as conn:
+        conn.sendall(b"GET /health/live HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += conn.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
+        assert b"connection: close" not in answer.lower()
+        # Closed (the read ends) with nothing more said: no second answer, no 408.
+        rest = _read_to_end(conn)
+        assert b"HTTP/1.1" not in rest, rest
