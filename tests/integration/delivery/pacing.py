@@ -15,6 +15,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from saq import Job
 
@@ -24,6 +25,9 @@ from app.delivery.send.steps import Report
 from app.queue.names import JobName
 from app.queue.saq_adapter import queued_job_keys
 from app.resources import Resources
+
+if TYPE_CHECKING:
+    from tests.integration.delivery.conftest import World
 
 
 @dataclass
@@ -92,3 +96,19 @@ async def run_pacer_until(
         else:
             await asyncio.sleep(0.05)
     return runs
+
+
+async def until_request_left(
+    world: World, dm_log_id: int, delivering: asyncio.Task[Report], *, public: bool = False
+) -> None:
+    """Wait until the delivery under way has noted its request to Meta as leaving (the
+    private or the public leg's), failing if it ends first or nothing leaves within a minute."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while True:
+        log = await world.log(dm_log_id)
+        if (log.pub_requested_at if public else log.pr_requested_at) is not None:
+            return
+        assert not delivering.done(), delivering.result()
+        assert loop.time() < deadline, "the request never left"
+        await asyncio.sleep(0.05)

@@ -29,7 +29,7 @@ from app.delivery.send.pacer import (
 from app.delivery.send.scheduling import enqueue_delivery, kick_pacer
 from app.resources import Resources
 from tests.integration.delivery.conftest import World
-from tests.integration.delivery.pacing import run_pacer_until
+from tests.integration.delivery.pacing import run_pacer_until, until_request_left
 from tests.support import infra
 from tests.support.processes import start_worker
 from tests.support.webhooks import pending_keys, queued_keys
@@ -572,11 +572,7 @@ async def test_a_send_answered_while_its_budget_is_rebuilt_is_not_left_in_flight
     # Meta takes its time answering: long enough to lose Redis and rebuild meanwhile.
     world.admin.add_fault("messages", "latency", seconds=10.0, times=1)
     delivering = asyncio.create_task(deliver(resources, worker_id="w", dm_log_id=row.id))
-    deadline = asyncio.get_running_loop().time() + 60
-    while (await world.log(row.id)).pr_requested_at is None:
-        assert not delivering.done(), delivering.result()
-        assert asyncio.get_running_loop().time() < deadline, "the request never left"
-        await asyncio.sleep(0.05)
+    await until_request_left(world, row.id, delivering)
 
     test_redis.flush()  # a restart of a Redis that keeps nothing on disk
     # Another process looks at the budget: rebuilt, with the send in flight.

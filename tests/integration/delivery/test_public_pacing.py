@@ -28,6 +28,7 @@ from app.delivery.send.throttle import SLOWED, Throttle
 from app.instagram.graph import Usage
 from app.resources import Resources
 from tests.integration.delivery.conftest import World
+from tests.integration.delivery.pacing import until_request_left
 from tests.support import infra
 from tests.support.processes import start_worker
 from tests.support.webhooks import pending_keys
@@ -390,11 +391,7 @@ async def test_a_public_reply_answered_while_its_budget_is_rebuilt_is_not_left_i
     row = await world.comment(campaign_id=campaign, public=True)
     world.admin.add_fault("replies", "latency", seconds=10.0, times=1)
     delivering = asyncio.create_task(deliver(resources, worker_id="w", dm_log_id=row.id))
-    deadline = asyncio.get_running_loop().time() + 60
-    while (await world.log(row.id)).pub_requested_at is None:
-        assert not delivering.done(), delivering.result()
-        assert asyncio.get_running_loop().time() < deadline, "the request never left"
-        await asyncio.sleep(0.05)
+    await until_request_left(world, row.id, delivering, public=True)
 
     test_redis.flush()  # a restart of a Redis that keeps nothing on disk
     assert await public.in_flight(world.account_id) == 1
