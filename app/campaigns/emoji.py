@@ -6,7 +6,9 @@ keycap (1️⃣). Its comparable form drops what only changes how the same emoji
 
 - variation selectors (❤ and ❤️ are the same heart);
 - skin tones, U+1F3FB–U+1F3FF (👍🏽 is 👍);
-- a gender sign joined to a person (🏃‍♀️ and 🏃‍♂️ are 🏃).
+- a gender sign joined to a person (🏃‍♀️ and 🏃‍♂️ are 🏃);
+- a mark or letter the text attaches to the emoji's cluster (a combining accent, the halfwidth
+  sound mark ﾞ): no part of any emoji; such a letter still counts as a word after it.
 
 Everything else in a ZWJ sequence is kept, and the sequence stays one unit: the family 👨‍👩‍👧 is
 not 👨, and ❤️‍🔥 is not ❤️ or 🔥.
@@ -30,25 +32,32 @@ _EMOJI_CLUSTER = regex.compile(
 _WORD = regex.compile(r"[\p{L}\p{N}]")
 _LOOKS = regex.compile(r"[\ufe0e\ufe0f\U0001f3fb-\U0001f3ff]")
 _GENDER = regex.compile(r"\u200d[\u2640\u2642]")
+# What a text may attach to an emoji's cluster that is part of no emoji: a combining accent,
+# or a letter that extends a cluster (the halfwidth sound mark ﾞ). Keycaps keep U+20E3 (Me).
+_ATTACHED = regex.compile(r"[\p{L}\p{Mn}\p{Mc}]")
+_LETTER = regex.compile(r"\p{L}")
 
 
 def emoji_unit(cluster: str) -> str:
     """The comparable form of one cluster holding an emoji ("" for none left)."""
-    return _GENDER.sub("", _LOOKS.sub("", cluster)).strip("\u200d")
+    return _GENDER.sub("", _LOOKS.sub("", _ATTACHED.sub("", cluster))).strip("\u200d")
 
 
 def emoji_units(text: str) -> list[str]:
     """The units of `text` in order; "" for each run of letters or digits between them."""
     units: list[str] = []
     end = 0
+    # A letter attached to the last emoji's cluster: a word after it all the same.
+    word_attached = False
     # No emoji is ASCII (a keycap needs U+20E3), so an ASCII text is searched no further.
     for found in () if text.isascii() else _EMOJI_CLUSTER.finditer(text):
-        if _WORD.search(text, end, found.start()) is not None:
+        if word_attached or _WORD.search(text, end, found.start()) is not None:
             units.append("")
         end = found.end()
         if unit := emoji_unit(found.group()):
             units.append(unit)
-    if _WORD.search(text, end) is not None:
+        word_attached = _LETTER.search(found.group()) is not None
+    if word_attached or _WORD.search(text, end) is not None:
         units.append("")
     return units
 

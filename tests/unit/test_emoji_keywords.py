@@ -87,6 +87,11 @@ TABLE = [
     ("🔥!", "🔥", E, True),
     ("🔥🔥", "🔥", E, False),
     ("🔥 yes", "🔥", E, False),
+    # What a text attaches to an emoji's cluster: an accent is nothing, a letter is a word
+    ("🔥\u0301", "🔥", E, True),
+    ("🔥\uff9e", "🔥", W, True),
+    ("🔥\uff9e", "🔥", E, False),
+    ("🔥\uff9e🔥", "🔥🔥", C, False),
     # A keyword with letters is a text keyword: its emoji are ignored, as the comment's
     ("GUIDE", "🔥guide", W, True),
     ("🔥", "🔥guide", W, False),
