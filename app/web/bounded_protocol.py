@@ -25,7 +25,8 @@ This protocol:
   its limit, a 403), gives the rest of the body `read_timeout_s` in all, then closes the
   connection: the bytes would be read for no one, and a chunked body never ends. Closing at
   once would make the kernel reset the connection over the unread bytes, and the client
-  might never read its answer.
+  might never read its answer. A body that does end in time leaves the connection idle, under
+  uvicorn's keep-alive bound again.
 
 An idle connection between requests is closed by uvicorn after `KEEP_ALIVE_S`.
 """
@@ -108,8 +109,14 @@ class BoundedHeadProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         self._wait = _Wait.NONE
-        self._draining = False
+        drained, self._draining = self._draining, False
         super().on_message_complete()
+        if drained and self.timeout_keep_alive_task is None and not self.transport.is_closing():
+            # uvicorn armed the idle bound when the answer went out, and each byte of this
+            # body since cancelled it: the connection, idle now, would be kept for ever.
+            self.timeout_keep_alive_task = self.loop.call_later(
+                self.timeout_keep_alive, self.timeout_keep_alive_handler
+            )
 
     def on_response_complete(self) -> None:
         if self._wait is _Wait.BODY and not self.transport.is_closing():

@@ -270,3 +270,22 @@ def test_an_idle_connection_between_requests_is_closed(web: Web) -> None:
         # Closed (the read ends) with nothing more said: no second answer, no 408.
         rest = _read_to_end(conn)
         assert b"HTTP/1.1" not in rest, rest
+
+
+def test_a_body_finished_after_its_answer_leaves_the_connection_bounded(web: Web) -> None:
+    """Answered (403: no CSRF token) before its body was all sent, a request whose body then
+    arrives whole leaves an idle connection, which is closed like any other."""
+    length = 100_000
+    head = (
+        b"POST /login HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+        b"content-type: application/json\r\ncontent-length: %d\r\n\r\n" % length
+    )
+    with socket.create_connection(web.address, timeout=GIVE_UP_S) as conn:
+        conn.sendall(head + b"{")
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += conn.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 403 "), answer[:300]
+        conn.sendall(b" " * (length - 1))
+        rest = _read_to_end(conn)
+        assert b"HTTP/1.1" not in rest, rest
