@@ -11,11 +11,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from tests.support.infra import TestDatabase, TestRedis, base_env
 from tests.support.options import default_option
 
 os.environ["ONCEREPLY_ENV_FILE"] = ""
+
+# `make test` gives the same answer on every run: hypothesis tries the same examples each time
+# rather than new random ones, which could fail a run on a change that has nothing to do with
+# them. HYPOTHESIS_PROFILE=explore searches afresh (and keeps what it finds in .hypothesis/).
+hypothesis_settings.register_profile("repeatable", derandomize=True, database=None)
+hypothesis_settings.register_profile("explore")
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-results"
 
