@@ -438,16 +438,10 @@ async def test_several_workers_losing_redis_mid_backlog_resume_public_replies_wi
             posted = sum(log.pub_state is not None and log.pub_state.is_final for log in logs)
             if done == posted == comments:
                 break
-            granted = sum(
-                log.pub_granted_at is not None and log.pub_state is LegState.PENDING for log in logs
-            )
-            # Every DM out, replies granted and more waiting: mid-backlog.
-            if (
-                flushed_at is None
-                and done == comments
-                and cap <= posted < comments - cap
-                and granted
-            ):
+            # Every DM out, some replies posted and more waiting: mid-backlog. Whether a grant
+            # is out at that moment is the race's: a grant lives for a few milliseconds between
+            # the pacer's run and its job's claim, too short for this loop to wait for.
+            if flushed_at is None and done == comments and cap <= posted < comments - cap:
                 test_redis.flush()  # a restart of a Redis that keeps nothing on disk
                 flushed_at = posted
             if (done, posted) != last:
