@@ -52,6 +52,7 @@ from hypothesis import strategies as st
 
 from tests.support.fuzz_target import Target
 from tests.support.loop_stalls import stalls_in
+from tests.support.raw_http import multipart_part
 from tests.support.route_sweep import PARAM, Hostile, Route, check_answer, route_table, send_raw
 
 PROFILES = {"short": 6, "long": 150}
@@ -352,17 +353,6 @@ def _form(who: str, target: Target, fields: bytes) -> bytes:
     return fields + b"&" + tokens
 
 
-def _part(headers: bytes, value: bytes) -> bytes:
-    """A multipart body (boundary `zz`) of one part."""
-    return (
-        b"--zz\r\ncontent-disposition: form-data; "
-        + headers
-        + b"\r\n\r\n"
-        + value
-        + b"\r\n--zz--\r\n"
-    )
-
-
 def _wrong_method(route: Route) -> bytes:
     taken = {r.method for r in ROUTES if r.path == route.path}
     return next(m for m in (b"PATCH", b"PUT", b"DELETE") if m.decode() not in taken)
@@ -402,13 +392,21 @@ def _hostile_bodies(route: Route, target: Target, who: str) -> list[Hostile]:
             (form, (b"cookie", b"csrftoken=" + b"a" * 32 + b"%C3%A9" * 40)),
             _form(who, target, b"x=1"),
         ),
-        ("multipart: a file", (multipart, csrf), _part(b'name="name"; filename="a.txt"', b"x")),
+        (
+            "multipart: a file",
+            (multipart, csrf),
+            multipart_part(b'name="name"; filename="a.txt"', b"x"),
+        ),
         (
             "multipart: the token a file",
             (multipart,),
-            _part(b'name="_csrf_token"; filename="t"', b"x"),
+            multipart_part(b'name="_csrf_token"; filename="t"', b"x"),
         ),
-        ("multipart: invalid UTF-8", (multipart, csrf), _part(b'name="name"', b"\xff\xfe")),
+        (
+            "multipart: invalid UTF-8",
+            (multipart, csrf),
+            multipart_part(b'name="name"', b"\xff\xfe"),
+        ),
     ]
     return [Hostile(what, who, route.method.encode(), path, h, b) for what, h, b in bodies]
 
@@ -587,7 +585,7 @@ def _hostile(route: Route, target: Target) -> list[Hostile]:
                 (b"content-type", b"multipart/form-data; boundary=zz"),
                 (b"x-csrftoken", target.csrf[owner].encode()),
             ),
-            _part(b'name="name"\r\ncontent-type: text/plain; charset=nope', b"x"),
+            multipart_part(b'name="name"\r\ncontent-type: text/plain; charset=nope', b"x"),
         ),
         Hostile("bad escape in the path", owner, method, path + b"%ZZ%C3%28"),
         Hostile("host: port past 65535", owner, method, path, ((b"host", b"127.0.0.1:99999"),)),

@@ -19,6 +19,7 @@ from app.resources import Resources
 from app.settings import Settings
 from tests.support.dashboard import csrf_token, tokens
 from tests.support.log_data import add_log, signed_in_creator
+from tests.support.raw_http import multipart_part
 
 HUGE = "99999999999999999999"  # past bigint's 9223372036854775807
 HTML = {"accept": "text/html"}
@@ -297,23 +298,16 @@ async def test_a_tracked_link_posted_to_says_how_to_open_it(
         assert json.loads(answer.text)["detail"] == "A link is opened with GET."
 
 
-def _part(headers: bytes, value: bytes) -> bytes:
-    return (
-        b"--zz\r\ncontent-disposition: form-data; "
-        + headers
-        + b"\r\n\r\n"
-        + value
-        + b"\r\n--zz--\r\n"
-    )
-
-
 @pytest.mark.parametrize(
     ("body", "words"),
     [
-        (_part(b'name="email"\r\ncontent-type: text/plain; charset=nope', b"a"), "character set"),
-        (_part(b'name="email"', b"\xff\xfe@example.com"), "character set"),
-        (_part(b'name="email"; filename="me.txt"', b"a@example.com"), "takes no files"),
-        (_part(b'name="_csrf_token"; filename="t.txt"', b"x" * 80), "takes no files"),
+        (
+            multipart_part(b'name="email"\r\ncontent-type: text/plain; charset=nope', b"a"),
+            "character set",
+        ),
+        (multipart_part(b'name="email"', b"\xff\xfe@example.com"), "character set"),
+        (multipart_part(b'name="email"; filename="me.txt"', b"a@example.com"), "takes no files"),
+        (multipart_part(b'name="_csrf_token"; filename="t.txt"', b"x" * 80), "takes no files"),
     ],
     ids=["unknown charset", "invalid UTF-8", "a file", "a file for the token"],
 )

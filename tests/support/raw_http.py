@@ -77,3 +77,15 @@ def raw_request(
     if found.get("transfer-encoding", "").lower() == "chunked":
         payload = _dechunk(payload)
     return RawAnswer(int(status_line.split()[1]), found, payload)
+
+
+def multipart_part(headers: bytes, value: bytes) -> bytes:
+    """A multipart/form-data body (boundary `zz`) of one part, byte for byte: `headers` is what
+    follows `content-disposition: form-data; ` (its parameters, then any header lines)."""
+    return (
+        b"--zz\r\ncontent-disposition: form-data; "
+        + headers
+        + b"\r\n\r\n"
+        + value
+        + b"\r\n--zz--\r\n"
+    )
