@@ -3,7 +3,8 @@
 The POST does the least durable work and answers: read the body (413 beyond
 `WEBHOOK_MAX_BODY_BYTES`, announced or streamed), check `X-Hub-Signature-256` over those exact
 bytes (401 when missing or wrong, nothing stored), check it is a JSON object (400 when not,
-the body kept as a rejected event), commit it to the outbox (503 when the database cannot
+the body kept as a rejected event; beyond 64 KB only its syntax, the worker refusing too deep
+a nesting or text that is not UTF-8), commit it to the outbox (503 when the database cannot
 take it, so Meta redelivers), answer 200. Parsing the items is the worker's job. Bad input
 never gets a 500.
 
@@ -15,7 +16,6 @@ Errors answer the same JSON shape as the rest of the app (`app/web/errors.py`).
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 import logging
@@ -29,7 +29,7 @@ from litestar.types import Receive, Scope, Send
 from app.db.models import EventLevel
 from app.delivery.intake.webhook_writer import IntakeUnavailableError, WebhookIntake
 from app.instagram.signature import verify_signature
-from app.instagram.webhook_payload import EnvelopeError, decode_body
+from app.instagram.webhook_payload import EnvelopeError, check_object, decode_body
 from app.instruments import WEBHOOK_EVENTS
 from app.operations.alerts import record_throttled
 from app.resources import Resources
@@ -39,7 +39,7 @@ logger = logging.getLogger("oncereply.webhooks")
 WEBHOOK_PATH = "/webhooks/instagram"
 _SIGNATURE = b"x-hub-signature-256"
 _OK = b"EVENT_RECEIVED"
-# Meta's bodies are a few kilobytes; decoding this much takes well under a millisecond.
+# Meta's bodies are a few kilobytes; decoding this much in full takes well under a millisecond.
 _DECODE_INLINE_BYTES = 64 * 1024
 
 
@@ -114,9 +114,11 @@ async def _receive_event(
         await _answer(send, 401, f"signature {check.problem}")
         return
     try:
-        # A large body takes a noticeable time to decode and walk: not on the event loop.
+        # Building a large body's objects would hold the event loop (a thread would not help:
+        # the decoder keeps the GIL), so beyond a Meta-sized body only its syntax is checked
+        # here and the worker's full decode refuses, and keeps, what is left.
         if len(body) > _DECODE_INLINE_BYTES:
-            await asyncio.to_thread(decode_body, body)
+            check_object(body)
         else:
             decode_body(body)
     except EnvelopeError as exc:

@@ -7,7 +7,7 @@ from datetime import date
 import pytest
 
 from app.db.bounds import BIGINT_MAX, LAST_DAY, parse_day, parse_id, parse_int
-from app.instagram.webhook_payload import MAX_DEPTH, EnvelopeError, decode_body
+from app.instagram.webhook_payload import MAX_DEPTH, EnvelopeError, check_object, decode_body
 
 
 @pytest.mark.parametrize(
@@ -51,3 +51,41 @@ def test_webhook_bodies_nested_deeper_than_the_bound_are_refused(depth: int) -> 
     else:
         with pytest.raises(EnvelopeError, match="nested deeper"):
             decode_body(body)
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH - 1, MAX_DEPTH])
+def test_nesting_counts_lists_and_objects_alike(depth: int) -> None:
+    inner = b"[" * (depth // 2 - 1) + b"[]" + b"]" * (depth // 2 - 1)
+    body = (
+        b'{"a":' * (depth - depth // 2 - 1)
+        + b'{"b":'
+        + inner
+        + b"}"
+        + b"}" * (depth - depth // 2 - 1)
+    )
+    siblings = b'{"wide":[' + b",".join([b"{}"] * 1000) + b'],"deep":' + body + b"}"
+    if depth + 1 <= MAX_DEPTH:
+        assert decode_body(siblings)
+    else:
+        with pytest.raises(EnvelopeError, match="nested deeper"):
+            decode_body(siblings)
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (b"[]", "not a JSON object"),
+        (b'"text"', "not a JSON object"),
+        (b'{"a": [1, 2,}', "not JSON"),
+        (b'{"a": 1} trailing', "not JSON"),
+        (b'{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested deeper"),
+    ],
+)
+def test_the_syntax_check_refuses_what_is_no_json_object(raw: bytes, problem: str) -> None:
+    with pytest.raises(EnvelopeError, match=problem):
+        check_object(raw)
+
+
+def test_the_syntax_check_passes_any_json_object() -> None:
+    check_object(b'{"object": "instagram", "entry": [{"id": "1", "x": [1.5, true, null]}]}')
+    check_object(b"{}")

@@ -198,6 +198,32 @@ async def test_signed_bodies_nested_too_deep_get_400_and_are_kept(
     assert (await post(client, fine)).status_code == 200
 
 
+async def test_large_bodies_are_checked_for_syntax_then_refused_whole_by_the_worker(
+    client: httpx.AsyncClient, resources: Resources
+) -> None:
+    """Past 64 KB the web checks syntax only (building the objects would hold its event
+    loop); what is wrong deeper in is the worker's to refuse, and the body is kept either
+    way."""
+    pad = "x" * 100_000
+    not_an_object = meta_bytes([{"object": "instagram", "pad": pad}])
+    refused = await post(client, not_an_object)
+    assert refused.status_code == 400
+    assert refused.json()["detail"] == "not a JSON object"
+    broken = b'{"object":"instagram","entry":[' + b'{"id":"1"},' * 10_000 + b"]}"
+    assert (await post(client, broken)).status_code == 400
+    too_deep = b'{"object":"instagram","entry":[],"pad":"%s","deep":%s%s}' % (
+        pad.encode(),
+        b"[" * 70,
+        b"]" * 70,
+    )
+    assert (await post(client, too_deep)).status_code == 200
+    await ingest_received(resources)
+    stored = await events(resources)
+    assert [e.body for e in stored] == [not_an_object, broken, too_deep]
+    assert [e.status for e in stored] == [WebhookStatus.REJECTED] * 3
+    assert stored[2].reject_reason == "nested deeper than 64 levels"
+
+
 async def test_bodies_over_the_cap_get_413_and_nothing_is_stored(
     client: httpx.AsyncClient, resources: Resources
 ) -> None:
