@@ -16,12 +16,14 @@
   one loaded the row stops it here. Such a refusal comes back from the same statement as
   `AccountUnable`, so the caller can keep the work waiting without another query.
 - `mark_request_sent`: a leg's holder notes, just before each request to Meta leaves, that it
-  is about to: while `pr_requested_at` (`pub_requested_at`) is NULL nothing can have been sent,
-  so a claim abandoned then (a worker killed, its database lost) is retried safely instead of
-  ending UNCONFIRMED. Conditional on the claim (worker and attempt number) like `record`, it
-  is also the fence against a sender the stale-claim sweep has already taken the leg from:
-  it sends only if the mark is written. It locks the row, so it and the sweep never pass
-  each other: either the sweep sees the mark, or the mark sees the leg gone.
+  is about to (a private reply whose message leaves right after its claim has the note
+  written by the claim itself, `note_request`): while `pr_requested_at` (`pub_requested_at`)
+  is NULL nothing can have been sent, so a claim abandoned then (a worker killed, its
+  database lost) is retried safely instead of ending UNCONFIRMED. Conditional on the claim
+  (worker and attempt number) like `record`, it is also the fence against a sender the
+  stale-claim sweep has already taken the leg from: it sends only if the mark is written. It
+  locks the row, so it and the sweep never pass each other: either the sweep sees the mark,
+  or the mark sees the leg gone.
 
 They run on autocommit connections (`app.db.engine.autocommit`): every statement is its own
 transaction, so a delivery costs one round trip per statement and no BEGIN/COMMIT. The load,
@@ -210,7 +212,8 @@ leg AS (
         pr_attempts = d.pr_attempts + CASE WHEN v.state = 'IN_FLIGHT' THEN 1 ELSE 0 END,
         pr_claimed_at = now(),
         pr_claimed_by = :worker,
-        pr_requested_at = NULL,
+        pr_requested_at = CASE WHEN v.state = 'IN_FLIGHT' AND CAST(:note AS boolean)
+            THEN now() END,
         pr_next_attempt_at = NULL,
         pr_granted_at = NULL,
         message_text = CASE WHEN v.state = 'IN_FLIGHT' THEN :text ELSE d.message_text END,
@@ -255,11 +258,14 @@ async def claim_private_reply(
     message_kind: MessageKind = MessageKind.REVEAL,
     person: PersonClaim | None = PersonClaim.PRIVATE_REPLY,
     evidence: dict[str, Any] | None = None,
+    note_request: bool = False,
 ) -> Claim | AccountUnable | None:
     """Claim the private-reply (or DM) leg; `AccountUnable` when the account cannot send now,
     None when another worker has it or it is not claimable. `person` is what the person is
     claimed for (None: no once-per-person claim, for follow prompts and follow-ups);
-    `evidence` is merged into `pr_evidence`."""
+    `evidence` is merged into `pr_evidence`. `note_request`: the message's request leaves
+    right after the claim, so a won claim also writes its request note (as
+    `mark_request_sent` would, one round trip sooner)."""
     row = await fetch_one(
         await driver_of(conn),
         _CLAIM_PRIVATE,
@@ -272,6 +278,7 @@ async def claim_private_reply(
             "message_kind": message_kind.value,
             "purpose": person.value if person is not None else None,
             "evidence": json.dumps(evidence) if evidence else None,
+            "note": note_request,
         },
     )
     if row is None:

@@ -75,6 +75,7 @@ from app.delivery.send.steps import (
     failure,
     hold_for_account,
     mark_request,
+    noted_by_claim,
     observe_call,
     record,
     send_claimed,
@@ -107,20 +108,11 @@ class CommentFlow:
 
     async def start(self, conn: AsyncConnection) -> bool:
         """On the connection that loaded the row: claim the private reply, which always goes
-        first, and note its request, which leaves next (so neither costs another
-        connection)."""
+        first, its request noted by the claim when the message leaves next (so neither costs
+        another connection or round trip)."""
         run = self._run
         if run.pr_due:
-            held = await _claim_private(conn, run)
-            # A message with an image before it is noted call by call (`send_claimed`).
-            if (
-                held is not None
-                and held.content.lead is None
-                and not await mark_request(run, held.claim, conn)
-            ):
-                run.slots_in_flight = await _release_slot(_budget(run), held.slot)
-                held = None
-            self._held = held
+            self._held = await _claim_private(conn, run)
         return True
 
     async def finish(self) -> None:
@@ -388,6 +380,8 @@ async def _claim_private(conn: AsyncConnection, run: Run) -> _Held | None:
         month=usage_month(now),
         message_kind=content.kind,
         person=PersonClaim.PRIVATE_REPLY,
+        # A message with an image before it is noted call by call (`send_claimed`).
+        note_request=content.lead is None,
     )
     if isinstance(claim, AccountUnable):
         run.slots_in_flight = await _release_slot(budget, reserved)
@@ -398,6 +392,8 @@ async def _claim_private(conn: AsyncConnection, run: Run) -> _Held | None:
         run.slots_in_flight = await _release_slot(budget, reserved)
         run.report.private = claim.state.value if claim is not None else "not claimed"
         return None
+    if content.lead is None:
+        noted_by_claim(run, claim)
     return _Held(claim, reserved, content)
 
 

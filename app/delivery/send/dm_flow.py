@@ -42,7 +42,7 @@ from app.delivery.send import claims, recording
 from app.delivery.send.legs import AccountUnable
 from app.delivery.send.quota import usage_month
 from app.delivery.send.scheduling import enqueue_delivery
-from app.delivery.send.steps import Run, hold_for_account, mark_request, send_claimed, settle
+from app.delivery.send.steps import Run, hold_for_account, noted_by_claim, send_claimed, settle
 from app.operations import alerts
 from app.operations.events import record_event
 
@@ -199,6 +199,8 @@ async def _claim_and_send(run: Run, choice: _Choice) -> None:
     delivery = run.delivery
     content = choice.content
     reveal = content.kind is MessageKind.REVEAL
+    # When the message leaves right after the claim, the claim notes its request.
+    note = not choice.refused and content.lead is None
     async with autocommit(run.resources.engine) as conn:
         claim = await claims.claim_private_reply(
             conn,
@@ -210,16 +212,16 @@ async def _claim_and_send(run: Run, choice: _Choice) -> None:
             message_kind=content.kind,
             person=PersonClaim.REVEAL if reveal else None,
             evidence=choice.evidence,
+            note_request=note,
         )
         if isinstance(claim, AccountUnable):
             # Another job met a 368 or 190 after this one loaded the row.
             await hold_for_account(conn, run, claim, private=True, public=False)
             run.report.private = run.report.private or "waiting for the account"
             return
-        # The message leaves next: its request is noted on the claim's connection.
-        marked = claim is not None and claim.won and not choice.refused and content.lead is None
-        if marked and claim is not None and not await mark_request(run, claim, conn):
-            return
+    marked = note and claim is not None and claim.won
+    if marked and claim is not None:
+        noted_by_claim(run, claim)
     if claim is None or not claim.won:
         run.report.private = claim.state.value if claim is not None else "not claimed"
         return

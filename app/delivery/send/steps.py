@@ -6,7 +6,8 @@
 - `hold_for_account`: what an account that cannot send means for the legs, whether the load
   saw it or a claim refused because of it;
 - `send_claimed`: the call(s) under a won claim — each preceded by the note that its request
-  is leaving (`mark_request`), each its own attempt row: a DM's image first (unless an earlier
+  is leaving (`mark_request`, or the claim's own note when the message leaves right after
+  it, `noted_by_claim`), each its own attempt row: a DM's image first (unless an earlier
   call of the row may already have delivered it), the message, then its fallbacks while Meta
   refuses the template itself — then one record statement, an inbox check for an UNCONFIRMED
   outcome, and the job of a follow-up the record scheduled. The image's answer decides
@@ -321,9 +322,9 @@ async def send_claimed(
     marked: bool = False,
 ) -> Verdict | None:
     """Send under a won claim and record the outcome; returns the last call's verdict (None:
-    sent). A follow-up the record scheduled gets its job. `marked`: the caller already noted
-    the message's request on the claim's connection (`mark_request` with `conn`; a content
-    with a lead is noted here, call by call)."""
+    sent). A follow-up the record scheduled gets its job. `marked`: the claim already noted
+    the message's request (`claims.claim_private_reply`'s `note_request`; a content with a
+    lead is noted here, call by call)."""
     delivery = run.delivery
     if content.lead is not None:
         sent_claim = await _send_lead(run, claim, content.lead, next_kind=content.message.kind)
@@ -399,19 +400,15 @@ async def _send_lead(
         )
 
 
-async def mark_request(run: Run, claim: Claim, conn: AsyncConnection | None = None) -> bool:
+async def mark_request(run: Run, claim: Claim) -> bool:
     """Note that the claimed leg's request is about to leave (`claims.mark_request_sent`);
     False when it must not: the claim was taken over, or the database cannot take the note.
     The leg then stays as it is, and the stale-claim sweep gives a leg with no note back to
-    PENDING. On `conn` when given (the claim's own connection, right before the send, saves
-    a checkout), else on a pooled one."""
+    PENDING."""
     leg_name = "private" if claim.leg is Leg.PRIVATE_REPLY else "public"
     try:
-        if conn is not None:
+        async with autocommit(run.resources.engine) as conn:
             marked = await _mark(conn, run, claim)
-        else:
-            async with autocommit(run.resources.engine) as pooled:
-                marked = await _mark(pooled, run, claim)
     except (OperationalError, InterfaceError, DBAPIError, DriverError) as exc:
         logger.warning(
             "not sending the %s leg of %s: could not note the request before it left: %s",
@@ -429,6 +426,13 @@ async def mark_request(run: Run, claim: Claim, conn: AsyncConnection | None = No
     elif claim.leg is Leg.PRIVATE_REPLY and claim.attempt_id is not None:
         run.private_calls.append(claim.attempt_id)
     return marked
+
+
+def noted_by_claim(run: Run, claim: Claim) -> None:
+    """A won private-reply claim that wrote its own request note (`note_request`): its call
+    counts among this run's noted calls, as `mark_request` would have counted it."""
+    if claim.attempt_id is not None:
+        run.private_calls.append(claim.attempt_id)
 
 
 async def _mark(conn: AsyncConnection, run: Run, claim: Claim) -> bool:

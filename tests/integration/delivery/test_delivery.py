@@ -84,6 +84,59 @@ async def test_stale_claims_whose_request_left_become_unconfirmed_with_an_inbox_
     assert world.stats(row.trigger_id)["send_requests"] == 0
 
 
+async def test_a_claim_whose_message_leaves_next_writes_the_request_note_itself(
+    world: World,
+) -> None:
+    """One statement claims and notes: the note only on the claim that won, and a claim that
+    dies before its send is then, rightly, a maybe-sent for the sweep."""
+    from app.delivery.recovery import sweeps
+    from app.delivery.send import claims
+    from app.delivery.send.quota import usage_month
+
+    fan, other = await world.new_fan("amara.okafor"), await world.new_fan("ines.duarte")
+    first = await world.comment(fan)
+    again = await world.comment(fan, "RECIPE again please")
+    plain = await world.comment(other)
+
+    async def claim(row_id: int, *, note: bool) -> object:
+        async with autocommit(world.resources.engine) as conn:
+            return await claims.claim_private_reply(
+                conn,
+                dm_log_id=row_id,
+                worker_id="w-note",
+                request_kind="text",
+                message_text="Hi! Here it is:",
+                month=usage_month(),
+                note_request=note,
+            )
+
+    won = await claim(first.id, note=True)
+    assert isinstance(won, claims.Claim)
+    assert won.won
+    assert (await world.log(first.id)).pr_requested_at is not None
+    skipped = await claim(again.id, note=True)
+    assert isinstance(skipped, claims.Claim)
+    assert skipped.state is LegState.SKIPPED_DEDUP
+    assert (await world.log(again.id)).pr_requested_at is None
+    unnoted = await claim(plain.id, note=False)
+    assert isinstance(unnoted, claims.Claim)
+    assert unnoted.won
+    assert (await world.log(plain.id)).pr_requested_at is None
+
+    async with autocommit(world.resources.engine) as conn:
+        await conn.execute(
+            text(
+                "UPDATE dm_logs SET pr_claimed_at = now() - interval '2 minutes' "
+                "WHERE pr_state = 'IN_FLIGHT'"
+            )
+        )
+        swept = await sweeps.sweep_stale_claims(conn, world.resources.queue, older_than_s=60)
+    assert (swept.private, swept.resent) == ([first.id], [plain.id])
+    assert (await world.log(first.id)).pr_state is LegState.UNCONFIRMED
+    assert (await world.log(plain.id)).pr_state is LegState.PENDING
+    assert world.stats(first.trigger_id)["send_requests"] == 0
+
+
 async def test_repeated_enqueues_and_the_relay_send_once(world: World) -> None:
     from app.delivery.recovery import sweeps
     from app.delivery.send.scheduling import enqueue_delivery
