@@ -1,7 +1,8 @@
-"""The route fuzzer's target: a real web process (its event loop in debug mode, so it logs
-every stall), a worker, the Instagram sandbox, real PostgreSQL and Redis, and three people:
-the workspace's owner, a member, and a stranger with no account. Beside their workspace, a
-neighbour's (`tests.support.fuzz_target.Neighbour`), with every kind of row a path names.
+"""The route fuzzer's target: a real web process (`tests.support.debug_web`, which logs every
+stall of its event loop), a worker, the Instagram sandbox, real PostgreSQL and Redis, and three
+people: the workspace's owner, a member, and a stranger with no account. Beside their
+workspace, a neighbour's (`tests.support.fuzz_target.Neighbour`), with every kind of row a
+path names.
 
 Nothing here truncates between tests: the fuzzer's requests pile up on one seeded workspace,
 as they would on a running server.

@@ -2,8 +2,8 @@
 second: a head trickled a byte at a time is cut off with 408 once its time is up, however
 steadily it trickles; a body that stops arriving is cut off the same way, one that keeps
 arriving is not; a connection that never says anything is closed. Meanwhile other clients are
-served, and the event loop (in debug mode, which logs every callback that holds it) never
-stalls. Every wait here is on the server's answer, bounded only to fail a broken server.
+served, and the event loop (`tests.support.debug_web` logs every callback that holds it)
+never stalls. Every wait here is on the server's answer, bounded only to fail a broken server.
 """
 
 from __future__ import annotations

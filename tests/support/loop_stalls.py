@@ -1,9 +1,10 @@
 """Event-loop stalls of a web process, from its own log.
 
-A web process started by `start_debug_web` runs its event loop in asyncio's debug mode, which
-logs every callback that held the loop past `slow_callback_duration` (0.1 s) as "Executing …
-took N seconds". Tests read those lines back: the process itself measures each stall, so
-nothing here depends on how long a probe waited on a busy machine.
+A web process started by `start_debug_web` logs every callback that held its event loop
+0.1 s or more as "Executing … took N seconds", N being the time the loop's thread spent in it,
+not waiting for a core (`tests.support.debug_web`). Tests read those lines back: the process
+itself measures each stall, so nothing here depends on how long a probe waited on a busy
+machine, nor on how busy the machine was while the callback ran.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ _TOOK = re.compile(r"Executing (?P<what>.*?) took (?P<seconds>[0-9.]+) seconds")
 
 
 def start_debug_web(env: dict[str, str], port: int, log_dir: Path) -> Service:
-    """The web app on `port`, its event loop in debug mode (`tests.support.debug_web`)."""
+    """The web app on `port`, logging its event loop's stalls (`tests.support.debug_web`)."""
     service = Service(
         "web",
         ["-m", "tests.support.debug_web", str(port)],
