@@ -21,7 +21,8 @@ DEV_LOGS := .dev
 
 .PHONY: help install services env migrate dev web worker sandbox test lint format typecheck fuzz \
         migrate-check unit integration e2e chromium clean bench-deliver bench-burst chaos bench bench-smoke \
-        bench-log bench-liveness bench-clicks bench-matching bench-report
+        bench-log bench-liveness bench-clicks bench-matching bench-report \
+        test-lane-suites test-lane-delivery test-lane-browser
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -119,17 +120,42 @@ dev: install services .env migrate ## run web (:8000), worker and the Instagram 
 	echo; \
 	wait
 
-test: install services chromium lint typecheck migrate-check ## everything CI runs: lint, types, migrations, unit + integration, e2e
-	@$(RUN) pytest tests/unit tests/integration tests/fuzz -q
-	@$(RUN) pytest tests/e2e -q
+# `make test` runs in three lanes at once. Each lane's pytest run or benchmark makes its own
+# database, Redis db, ports and log files (tests/support/infra.py), as concurrent runs on one
+# machine already do, so the lanes share nothing; the suites are mostly waiting on processes
+# and windows, so two cores finish the three in about the time of the longest. A lane's output
+# is shown when it ends (--output-sync), whole, so two lanes' lines never interleave. Runs
+# other than the browser lane leave pytest-playwright out: it empties its output folder
+# (test-results/playwright) when a run starts, which would drop the browser lane's screenshots.
+TEST_LANES := test-lane-suites test-lane-delivery test-lane-browser
+NO_BROWSER := -p no:playwright
+
+test: install services chromium ## everything CI runs: lint, types, migrations, unit + integration, e2e
+	@$(MAKE) --no-print-directory -j3 --output-sync=target lint typecheck migrate-check
+	@echo "make test: $(words $(TEST_LANES)) lanes at once ($(TEST_LANES)); each shows its output when it ends"
+	@$(MAKE) --no-print-directory -j$(words $(TEST_LANES)) --output-sync=target $(TEST_LANES)
+
+# unit, fuzz and the integration tests other than delivery's
+test-lane-suites:
+	@$(RUN) pytest $(NO_BROWSER) tests/unit tests/integration tests/fuzz \
+	  --ignore=tests/integration/delivery -q
+	@echo "$@: passed at $$(date +%T)"
+
+test-lane-delivery:
+	@$(RUN) pytest $(NO_BROWSER) tests/integration/delivery -q
 	@$(call smoke,bench.chaos,chaos)
-	@$(MAKE) --no-print-directory bench-smoke
+	@$(call smoke,bench.deliver,bench-deliver)
+	@echo "$@: passed at $$(date +%T)"
+
+test-lane-browser:
+	@$(RUN) pytest tests/e2e -q
+	@$(call smoke,bench.burst,bench-burst)
+	@$(call smoke,bench.ingest,bench-ingest)
 	@$(call smoke,bench.log_queries,bench-log)
 	@$(call smoke,bench.report_queries,bench-report)
-	@$(call smoke,bench.deliver,bench-deliver)
-	@$(call smoke,bench.burst,bench-burst)
 	@$(call smoke,bench.clicks,bench-clicks)
 	@$(call smoke,bench.matching,bench-matching)
+	@echo "$@: passed at $$(date +%T)"
 
 lint: ## ruff check, format check, and the import layering (lint-imports, pyproject.toml)
 	@$(RUN) ruff check --quiet .
