@@ -120,13 +120,16 @@ dev: install services .env migrate ## run web (:8000), worker and the Instagram 
 	echo; \
 	wait
 
-# `make test` runs in three lanes at once. Each lane's pytest run or benchmark makes its own
-# database, Redis db, ports and log files (tests/support/infra.py), as concurrent runs on one
-# machine already do, so the lanes share nothing; the suites are mostly waiting on processes
-# and windows, so two cores finish the three in about the time of the longest. A lane's output
-# is shown when it ends (--output-sync), whole, so two lanes' lines never interleave. Runs
-# other than the browser lane leave pytest-playwright out: it empties its output folder
-# (test-results/playwright) when a run starts, which would drop the browser lane's screenshots.
+# `make test` runs three lanes at once, of about the same length: unit + integration; delivery
+# + the chaos and delivery smokes; browser + fuzz + the other smokes. Each lane's pytest runs
+# and benchmarks make their own database, Redis db, ports and log files
+# (tests/support/infra.py), as concurrent runs on one machine already do, so the lanes share
+# nothing. Alone, the unit + integration + fuzz run kept about 0.6 of one core busy (it mostly
+# waits on processes and time windows), so two cores finish the three lanes in about the time
+# of the longest. A lane's output is shown whole when it ends (--output-sync): two lanes'
+# lines never interleave. Runs other than the browser tests leave pytest-playwright out: it
+# empties its output folder (test-results/playwright) when a run starts, which would drop the
+# browser tests' failure screenshots.
 TEST_LANES := test-lane-suites test-lane-delivery test-lane-browser
 NO_BROWSER := -p no:playwright
 
@@ -135,10 +138,9 @@ test: install services chromium ## everything CI runs: lint, types, migrations, 
 	@echo "make test: $(words $(TEST_LANES)) lanes at once ($(TEST_LANES)); each shows its output when it ends"
 	@$(MAKE) --no-print-directory -j$(words $(TEST_LANES)) --output-sync=target $(TEST_LANES)
 
-# unit, fuzz and the integration tests other than delivery's
+# unit and the integration tests other than delivery's
 test-lane-suites:
-	@$(RUN) pytest $(NO_BROWSER) tests/unit tests/integration tests/fuzz \
-	  --ignore=tests/integration/delivery -q
+	@$(RUN) pytest $(NO_BROWSER) tests/unit tests/integration --ignore=tests/integration/delivery -q
 	@echo "$@: passed at $$(date +%T)"
 
 test-lane-delivery:
@@ -147,8 +149,10 @@ test-lane-delivery:
 	@$(call smoke,bench.deliver,bench-deliver)
 	@echo "$@: passed at $$(date +%T)"
 
+# the browser tests, the route fuzzer and the smokes not in the delivery lane
 test-lane-browser:
 	@$(RUN) pytest tests/e2e -q
+	@$(RUN) pytest $(NO_BROWSER) tests/fuzz -q
 	@$(call smoke,bench.burst,bench-burst)
 	@$(call smoke,bench.ingest,bench-ingest)
 	@$(call smoke,bench.log_queries,bench-log)
