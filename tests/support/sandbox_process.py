@@ -10,8 +10,9 @@
 
 In a session fixture: ``with start_sandbox(env) as sandbox: yield sandbox``.
 
-``WebhookReceiver`` is a small threaded HTTP server that answers the verification handshake,
-keeps every POST's raw bytes and headers, and can be told to fail or stall the next POSTs.
+``WebhookReceiver`` is a small threaded HTTP server on a random path of its own that answers
+the verification handshake, keeps every POST's raw bytes and headers, and can be told to fail
+or stall the next POSTs.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import secrets
 import threading
 import time
 from collections import deque
@@ -142,10 +144,13 @@ class WebhookReceiver:
     def __init__(
         self,
         verify_token: str = "receiver-verify-token",  # noqa: S107 - a test value, not a secret
-        path: str = "/webhooks",
+        path: str | None = None,
     ) -> None:
         self.verify_token = verify_token
-        self.path = path
+        # A path of its own: a sandbox of another run on this machine may still be retrying a
+        # webhook to a port the kernel has since given to this receiver; that POST must not
+        # count as one of ours.
+        self.path = path or f"/webhooks/{secrets.token_hex(8)}"
         self.received: list[ReceivedWebhook] = []
         self.handshakes: list[dict[str, str]] = []
         self._script: deque[_Script] = deque()
@@ -200,7 +205,15 @@ class WebhookReceiver:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def _ours(self) -> bool:
+                if urlsplit(self.path).path == receiver.path:
+                    return True
+                self._answer(404, b"not this receiver's path")
+                return False
+
             def do_GET(self) -> None:
+                if not self._ours():
+                    return
                 params = {k: v[0] for k, v in parse_qs(urlsplit(self.path).query).items()}
                 with receiver._lock:
                     receiver.handshakes.append(params)
@@ -215,6 +228,8 @@ class WebhookReceiver:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if not self._ours():
+                    return
                 with receiver._lock:
                     script = receiver._script.popleft() if receiver._script else _Script(200, 0)
                 if script.delay:
