@@ -33,6 +33,7 @@ PG_ADMIN_URL = os.environ.get("TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.
 REDIS_BASE = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379")
 _LOCK_PREFIX = "oncereply:test-db-lock:"
 _LOCK_TTL_S = 6 * 3600
+_RESERVE_WAIT_S = 300.0
 
 
 def _pg_url(db: str) -> str:
@@ -257,7 +258,9 @@ class TestRedis:
         token = f"{os.getpid()}:{secrets.token_hex(4)}"
         client = redis.Redis.from_url(f"{REDIS_BASE}/0")
         try:
-            deadline = time.monotonic() + 60
+            # `make test` holds three at once (one per lane), so a few runs on one machine
+            # can take all fifteen for a while: wait for one to end rather than fail.
+            deadline = time.monotonic() + _RESERVE_WAIT_S
             while time.monotonic() < deadline:
                 for db in range(1, 16):
                     if client.set(f"{_LOCK_PREFIX}{db}", token, nx=True, ex=_LOCK_TTL_S):
@@ -267,7 +270,9 @@ class TestRedis:
                 time.sleep(0.5)
         finally:
             client.close()
-        raise RuntimeError("all 15 Redis test databases are taken by other test runs")
+        raise RuntimeError(
+            f"all 15 Redis test databases were taken by other test runs for {_RESERVE_WAIT_S:g} s"
+        )
 
     def flush(self) -> None:
         client = redis.Redis.from_url(self.url)
