@@ -75,7 +75,6 @@ from app.delivery.send.steps import (
     failure,
     hold_for_account,
     mark_request,
-    noted_by_claim,
     observe_call,
     record,
     send_claimed,
@@ -392,8 +391,6 @@ async def _claim_private(conn: AsyncConnection, run: Run) -> _Held | None:
         run.slots_in_flight = await _release_slot(budget, reserved)
         run.report.private = claim.state.value if claim is not None else "not claimed"
         return None
-    if content.lead is None:
-        noted_by_claim(run, claim)
     return _Held(claim, reserved, content)
 
 

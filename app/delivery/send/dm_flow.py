@@ -42,7 +42,7 @@ from app.delivery.send import claims, recording
 from app.delivery.send.legs import AccountUnable
 from app.delivery.send.quota import usage_month
 from app.delivery.send.scheduling import enqueue_delivery
-from app.delivery.send.steps import Run, hold_for_account, noted_by_claim, send_claimed, settle
+from app.delivery.send.steps import Run, hold_for_account, send_claimed, settle
 from app.operations import alerts
 from app.operations.events import record_event
 
@@ -219,16 +219,13 @@ async def _claim_and_send(run: Run, choice: _Choice) -> None:
             await hold_for_account(conn, run, claim, private=True, public=False)
             run.report.private = run.report.private or "waiting for the account"
             return
-    marked = note and claim is not None and claim.won
-    if marked and claim is not None:
-        noted_by_claim(run, claim)
     if claim is None or not claim.won:
         run.report.private = claim.state.value if claim is not None else "not claimed"
         return
     if choice.refused:
         await _note_refusal(run)
     await send_claimed(
-        run, claim, content, follow_up=follow_up_for(delivery, content.kind), marked=marked
+        run, claim, content, follow_up=follow_up_for(delivery, content.kind), marked=note
     )
 
 

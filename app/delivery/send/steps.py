@@ -7,7 +7,7 @@
   saw it or a claim refused because of it;
 - `send_claimed`: the call(s) under a won claim — each preceded by the note that its request
   is leaving (`mark_request`, or the claim's own note when the message leaves right after
-  it, `noted_by_claim`), each its own attempt row: a DM's image first (unless an earlier
+  it), each its own attempt row: a DM's image first (unless an earlier
   call of the row may already have delivered it), the message, then its fallbacks while Meta
   refuses the template itself — then one record statement, an inbox check for an UNCONFIRMED
   outcome, and the job of a follow-up the record scheduled. The image's answer decides
@@ -331,8 +331,12 @@ async def send_claimed(
         if sent_claim is None:
             return NOT_SENT
         claim, marked = sent_claim, False
-    if not marked and not await mark_request(run, claim):
-        return NOT_SENT
+    if not marked:
+        if not await mark_request(run, claim):
+            return NOT_SENT
+    elif claim.attempt_id is not None:
+        # Noted by the claim itself: the call counts among the run's noted ones all the same.
+        run.private_calls.append(claim.attempt_id)
     verdict, message_id, latency_ms = await call_send(run, content.message)
     fallbacks = list(content.fallbacks)
     while verdict is not None and verdict.template_rejected and fallbacks:
@@ -426,13 +430,6 @@ async def mark_request(run: Run, claim: Claim) -> bool:
     elif claim.leg is Leg.PRIVATE_REPLY and claim.attempt_id is not None:
         run.private_calls.append(claim.attempt_id)
     return marked
-
-
-def noted_by_claim(run: Run, claim: Claim) -> None:
-    """A won private-reply claim that wrote its own request note (`note_request`): its call
-    counts among this run's noted calls, as `mark_request` would have counted it."""
-    if claim.attempt_id is not None:
-        run.private_calls.append(claim.attempt_id)
 
 
 async def _mark(conn: AsyncConnection, run: Run, claim: Claim) -> bool:
