@@ -2,6 +2,10 @@
 
 Settings are loaded before anything else, so a missing or malformed one stops the process
 with one line naming it (exit status 2) instead of a stack trace from deep inside a server.
+
+Each command imports what it runs when it runs: the web application, the migrations and the
+services behind the other commands take seconds of CPU to import, and `worker-health` runs
+every 30 s in a busy worker's container as its health check, with a timeout.
 """
 
 from __future__ import annotations
@@ -15,27 +19,19 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import uvicorn
-from alembic import command as alembic_command
-from alembic.config import Config as AlembicConfig
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from app.accounts.token_rotation import RotationReport, rotate_tokens
-from app.asgi import create_app
-from app.auth.users import InvalidUserError, UserExistsError, find_user_by_email, set_password
-from app.delivery.intake.outbox import redrive_failed
 from app.heartbeat import HEARTBEAT_STALE_S, HEARTBEAT_TTL_S, host_heartbeat
-from app.jobs.registry import JOB_OPTIONS
 from app.logs import configure_logging
-from app.resources import Resources
 from app.settings import Settings, SettingsError, load_settings
-from app.web.bounded_protocol import KEEP_ALIVE_S, bounded_protocol
-from app.workspaces.invites import InviteCreated, create_invite, invite_link, parse_invite_role
-from app.workspaces.members import WorkspaceChoice, workspaces_of
-from app.workspaces.roles import Problem
-from app.workspaces.service import create_user_with_workspace
+
+if TYPE_CHECKING:
+    from app.accounts.token_rotation import RotationReport
+    from app.resources import Resources
+    from app.workspaces.members import WorkspaceChoice
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -131,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "rotate-tokens":
         return asyncio.run(_rotate_tokens(settings))
     if args.command == "migrate":
+        from alembic import command as alembic_command
+        from alembic.config import Config as AlembicConfig
+
         alembic_command.upgrade(AlembicConfig(str(ROOT / "alembic.ini")), "head")
         return 0
     print("settings are valid")
@@ -145,6 +144,11 @@ def _port_from_env() -> int | None:
 
 
 def _serve(settings: Settings, host: str, port: int) -> int:
+    import uvicorn
+
+    from app.asgi import create_app
+    from app.web.bounded_protocol import KEEP_ALIVE_S, bounded_protocol
+
     uvicorn.run(
         create_app(settings),
         host=host,
@@ -161,8 +165,18 @@ def _serve(settings: Settings, host: str, port: int) -> int:
     return 0
 
 
+async def _open_resources(settings: Settings) -> Resources:
+    """The database and the queue for one command (one connection)."""
+    from app.jobs.registry import JOB_OPTIONS
+    from app.resources import Resources
+
+    return await Resources.open(settings, jobs=JOB_OPTIONS, db_pool_size=1)
+
+
 async def _redrive(settings: Settings, since: datetime | None) -> int:
-    resources = await Resources.open(settings, jobs=JOB_OPTIONS, db_pool_size=1)
+    from app.delivery.intake.outbox import redrive_failed
+
+    resources = await _open_resources(settings)
     try:
         async with resources.sessionmaker() as session, session.begin():
             count = await redrive_failed(session, since=since)
@@ -199,7 +213,9 @@ async def _worker_health(settings: Settings, host: str) -> int:
 
 
 async def _rotate_tokens(settings: Settings) -> int:
-    resources = await Resources.open(settings, jobs=JOB_OPTIONS, db_pool_size=1)
+    from app.accounts.token_rotation import rotate_tokens
+
+    resources = await _open_resources(settings)
     try:
         report = await rotate_tokens(resources.sessionmaker, resources.cipher)
     finally:
@@ -241,7 +257,10 @@ async def _create_user(
     if_missing: bool,
     reset_password: bool,
 ) -> int:
-    resources = await Resources.open(settings, jobs=JOB_OPTIONS, db_pool_size=1)
+    from app.auth.users import InvalidUserError, UserExistsError, set_password
+    from app.workspaces.service import create_user_with_workspace
+
+    resources = await _open_resources(settings)
     try:
         async with resources.sessionmaker() as session, session.begin():
             created = await create_user_with_workspace(
@@ -269,11 +288,16 @@ async def _create_user(
 async def _invite(
     settings: Settings, inviter_email: str, invitee: str, role_name: str, workspace: str | None
 ) -> int:
+    from app.auth.users import find_user_by_email
+    from app.workspaces.invites import InviteCreated, create_invite, invite_link, parse_invite_role
+    from app.workspaces.members import workspaces_of
+    from app.workspaces.roles import Problem
+
     role = parse_invite_role(role_name)
     if role is None:
         print(f"oncereply: --role must be member or admin, not {role_name!r}", file=sys.stderr)
         return 2
-    resources = await Resources.open(settings, jobs=JOB_OPTIONS, db_pool_size=1)
+    resources = await _open_resources(settings)
     try:
         async with resources.sessionmaker() as session, session.begin():
             inviter = await find_user_by_email(session, inviter_email)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 from redis.asyncio import Redis
 
 from app.heartbeat import HEARTBEAT_STALE_S, HEARTBEAT_TTL_S, Heartbeat, write_heartbeat
-from tests.support.processes import run_cli, start_worker, wait_until
+from tests.support.processes import ROOT, run_cli, start_worker, wait_until
 
 HOST = "worker-container-7f3a"
 
@@ -92,3 +93,17 @@ def test_a_real_worker_on_this_host_passes_the_default_check(
         )
     finally:
         worker.kill()
+
+
+def test_the_check_loads_neither_the_web_app_nor_the_database_layer() -> None:
+    """It runs every 30 s in a busy worker's container under a timeout: importing the web
+    app, the migrations and SQLAlchemy took seconds of CPU there."""
+    heavy = ("app.asgi", "alembic", "sqlalchemy", "litestar", "uvicorn", "app.resources")
+    probe = (
+        "import sys, app.__main__; "
+        f"print(','.join(name for name in {heavy!r} if name in sys.modules))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert loaded.stdout.strip() == ""
