@@ -133,10 +133,11 @@ dev: install services .env migrate ## run web (:8000), worker and the Instagram 
 TEST_LANES := test-lane-suites test-lane-delivery test-lane-browser
 NO_BROWSER := -p no:playwright
 
-# The lanes at once hold up to ~150 PostgreSQL connections (seen: 104 on a two-core machine,
-# the delivery lane's several worker processes alone 72); PostgreSQL's default allows 100, so
-# a server that allows fewer than this runs them one after another (slower, but green).
+# The lanes at once held up to 104 PostgreSQL connections here (the delivery lane's worker
+# processes alone 72), past PostgreSQL's default of 100: a server that allows fewer than this
+# runs them one after another (slower, but green). `.ci/run` reads this number too.
 TEST_LANES_CONNECTIONS := 200
+# The same default as tests/support/infra.py's PG_ADMIN_URL, and the same variable overrides it.
 TEST_PG_ADMIN_URL ?= postgresql://postgres@127.0.0.1:5432/postgres
 
 test: install services chromium ## everything CI runs: lint, types, migrations, unit + integration, e2e
